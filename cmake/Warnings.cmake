@@ -1,0 +1,31 @@
+# Project-wide compile flags. Third-party code (generated or vendored) opts out with
+# airlock_relax_warnings(<target>).
+set(AIRLOCK_WARNING_FLAGS -Wall -Wextra -Wshadow -Wnon-virtual-dtor -Wcast-align
+    -Wunused -Woverloaded-virtual -Wformat=2 -Wimplicit-fallthrough)
+if(AIRLOCK_WERROR)
+  list(APPEND AIRLOCK_WARNING_FLAGS -Werror)
+endif()
+
+if(AIRLOCK_SANITIZE)
+  set(AIRLOCK_SANITIZER_FLAGS -fsanitize=address,undefined -fno-sanitize-recover=undefined
+      -fno-omit-frame-pointer)
+  add_compile_options(${AIRLOCK_SANITIZER_FLAGS})
+  add_link_options(${AIRLOCK_SANITIZER_FLAGS})
+endif()
+
+# Paths in diagnostics and ccache keys relative to the tree so build directories share a cache.
+add_compile_options(-ffile-prefix-map=${CMAKE_SOURCE_DIR}/=)
+
+function(airlock_warnings target)
+  target_compile_options(${target} PRIVATE ${AIRLOCK_WARNING_FLAGS})
+endfunction()
+
+# airlock_library(NAME SOURCES ... DEPS ...): one static library per component, with the
+# project's include root (src/) and warnings.
+function(airlock_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
+  add_library(${name} STATIC ${ARG_SOURCES})
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(${name} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
+  airlock_warnings(${name})
+endfunction()

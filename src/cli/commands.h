@@ -1,0 +1,21 @@
+// Subcommands of the `airlock` command-line client. Each Add*Command registers its subcommands
+// on `app`; their callbacks store the process exit code in *exit_code.
+//
+// Exit codes shared by every subcommand: 0 success, 2 bad flags or input (one clear line on
+// stderr), 125 sandbox error; `airlock run` otherwise exits with the command's own exit code.
+#ifndef AIRLOCK_CLI_COMMANDS_H_
+#define AIRLOCK_CLI_COMMANDS_H_
+
+#include "CLI/CLI.hpp"
+
+namespace airlock::cli {
+
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitSandboxError = 125;
+
+void AddRunCommand(CLI::App& app, int* exit_code);
+void AddSpecCommands(CLI::App& app, int* exit_code);
+
+}  // namespace airlock::cli
+
+#endif  // AIRLOCK_CLI_COMMANDS_H_
