@@ -1,0 +1,271 @@
+// Contract tests for the Cgroup interface, run against every driver this host offers: v1 (the
+// controller hierarchies) and v2 (the unified tree, which on hybrid hosts may lack controllers;
+// tests that need a controller skip with the reason).
+#include "engine/cgroup.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "common/ids.h"
+#include "gtest/gtest.h"
+
+namespace airlock::engine {
+namespace {
+
+#define REQUIRE_CONTROLLER(c)                                                     \
+  if (!driver_->HasController(c))                                                 \
+  GTEST_SKIP() << "controller " << ToString(c) << " not available in this "       \
+               << ToString(driver_->version()) << " hierarchy"
+
+using std::chrono::milliseconds;
+
+// A child process that waits until released, then execs `sh -c script`.
+class Child {
+ public:
+  explicit Child(const char* script) {
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) std::abort();
+    pid_ = fork();
+    if (pid_ == 0) {
+      char c;
+      close(p[1]);
+      if (read(p[0], &c, 1) != 1) _exit(99);
+      execl("/bin/sh", "sh", "-c", script, nullptr);
+      _exit(98);
+    }
+    close(p[0]);
+    release_fd_ = p[1];
+  }
+  ~Child() {
+    if (release_fd_ >= 0) close(release_fd_);
+    if (pid_ > 0 && !reaped_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  pid_t pid() const { return pid_; }
+  void Release() {
+    char c = 'x';
+    ASSERT_EQ(write(release_fd_, &c, 1), 1);
+    close(release_fd_);
+    release_fd_ = -1;
+  }
+  // Waits up to 10 s for the child; returns its wait status (-1 if it is still running).
+  int Wait() {
+    int status = 0;
+    for (int i = 0; i < 10000; ++i) {
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        reaped_ = true;
+        return status;
+      }
+      usleep(1000);
+    }
+    ADD_FAILURE() << "child " << pid_ << " still running after 10 s";
+    return -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int release_fd_ = -1;
+  bool reaped_ = false;
+};
+
+class CgroupContractTest : public ::testing::TestWithParam<CgroupOptions::Version> {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root to create cgroups";
+    CgroupOptions opts;
+    opts.version = GetParam();
+    opts.base = "airlock-test";
+    auto driver = CgroupDriver::Detect(opts);
+    if (!driver.ok()) GTEST_SKIP() << "driver unavailable here: " << driver.status();
+    driver_ = std::move(*driver);
+    name_ = SandboxId::New().value();
+    auto cg = driver_->Create(name_);
+    ASSERT_TRUE(cg.ok()) << cg.status();
+    cg_ = std::move(*cg);
+  }
+  void TearDown() override {
+    if (cg_) {
+      EXPECT_TRUE(cg_->Destroy().ok());
+    }
+  }
+
+  std::unique_ptr<CgroupDriver> driver_;
+  std::string name_;
+  std::unique_ptr<Cgroup> cg_;
+};
+
+TEST_P(CgroupContractTest, AddProcessListAndKill) {
+  Child child("sleep 1000");
+  ASSERT_TRUE(cg_->AddProcess(child.pid()).ok());
+  child.Release();
+  auto pids = cg_->Processes();
+  ASSERT_TRUE(pids.ok()) << pids.status();
+  EXPECT_NE(std::find(pids->begin(), pids->end(), child.pid()), pids->end());
+  ASSERT_TRUE(cg_->Kill().ok());
+  int status = child.Wait();
+  EXPECT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(WTERMSIG(status), SIGKILL);
+  EXPECT_TRUE(cg_->Processes()->empty());
+}
+
+TEST_P(CgroupContractTest, KillTakesProcessesThatKeepForking) {
+  // Forks a new background sleeper every few milliseconds: a kill that does not stop forks first
+  // would leave survivors.
+  Child child("while :; do sleep 100 & done");
+  ASSERT_TRUE(cg_->AddProcess(child.pid()).ok());
+  child.Release();
+  std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_GT(cg_->Processes()->size(), 1u);
+  ASSERT_TRUE(cg_->Kill(std::chrono::seconds(5)).ok());
+  EXPECT_TRUE(cg_->Processes()->empty());
+  child.Wait();
+}
+
+TEST_P(CgroupContractTest, ChildrenAreKilledWithTheParent) {
+  auto sub = cg_->CreateChild("cmd-1");
+  ASSERT_TRUE(sub.ok()) << sub.status();
+  EXPECT_EQ((*sub)->name(), "airlock-test/" + name_ + "/cmd-1");
+  Child child("sleep 1000");
+  ASSERT_TRUE((*sub)->AddProcess(child.pid()).ok());
+  child.Release();
+  auto pids = cg_->Processes();
+  ASSERT_TRUE(pids.ok());
+  EXPECT_EQ(pids->size(), 1u);
+  ASSERT_TRUE(cg_->Kill().ok());
+  EXPECT_TRUE(WIFSIGNALED(child.Wait()));
+}
+
+TEST_P(CgroupContractTest, FreezeStopsCpuUseAndThawResumes) {
+  Child child("while :; do :; done");
+  ASSERT_TRUE(cg_->AddProcess(child.pid()).ok());
+  child.Release();
+  std::this_thread::sleep_for(milliseconds(100));
+  ASSERT_TRUE(cg_->Freeze().ok());
+  int64_t before = cg_->Stats()->cpu_user_us + cg_->Stats()->cpu_system_us;
+  std::this_thread::sleep_for(milliseconds(300));
+  int64_t after = cg_->Stats()->cpu_user_us + cg_->Stats()->cpu_system_us;
+  EXPECT_LT(after - before, 20000) << "a frozen cgroup used CPU";
+  ASSERT_TRUE(cg_->Thaw().ok());
+  std::this_thread::sleep_for(milliseconds(200));
+  int64_t resumed = cg_->Stats()->cpu_user_us + cg_->Stats()->cpu_system_us;
+  EXPECT_GT(resumed - after, 20000) << "a thawed cgroup did not run";
+  ASSERT_TRUE(cg_->Kill().ok());
+}
+
+TEST_P(CgroupContractTest, CpuAccounting) {
+  if (GetParam() == CgroupOptions::Version::kV1) REQUIRE_CONTROLLER(Controller::kCpu);
+  Child child("i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done");
+  ASSERT_TRUE(cg_->AddProcess(child.pid()).ok());
+  child.Release();
+  EXPECT_EQ(WEXITSTATUS(child.Wait()), 0);
+  auto stats = cg_->Stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_GT(stats->cpu_user_us + stats->cpu_system_us, 10000);
+}
+
+TEST_P(CgroupContractTest, MemoryLimitOomKillsAndIsCounted) {
+  REQUIRE_CONTROLLER(Controller::kMemory);
+  ASSERT_TRUE(cg_->SetLimits({.memory_bytes = 32 << 20}).ok());
+  // Touches 256 MiB: must be OOM-killed at 32 MiB.
+  Child child("exec python3 -c 'b = bytearray(256 << 20); print(len(b))'");
+  ASSERT_TRUE(cg_->AddProcess(child.pid()).ok());
+  child.Release();
+  int status = child.Wait();
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(WTERMSIG(status), SIGKILL);
+  auto stats = cg_->Stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_GE(stats->oom_kills, 1);
+  EXPECT_GT(stats->memory_peak_bytes, 16 << 20);
+  EXPECT_LE(stats->memory_peak_bytes, 33 << 20);
+}
+
+TEST_P(CgroupContractTest, PidsLimitRefusesForksAndIsCounted) {
+  REQUIRE_CONTROLLER(Controller::kPids);
+  ASSERT_TRUE(cg_->SetLimits({.pids_max = 8}).ok());
+  Child child("for i in 1 2 3 4 5 6 7 8 9 10 11 12; do sleep 5 & done 2>/dev/null; wait");
+  ASSERT_TRUE(cg_->AddProcess(child.pid()).ok());
+  child.Release();
+  std::this_thread::sleep_for(milliseconds(300));
+  auto stats = cg_->Stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_LE(stats->pids_current, 8);
+  EXPECT_GE(stats->pids_limit_hits, 1);
+  EXPECT_EQ(stats->pids_peak, 8);
+  ASSERT_TRUE(cg_->Kill().ok());
+}
+
+TEST_P(CgroupContractTest, CpuLimitThrottles) {
+  REQUIRE_CONTROLLER(Controller::kCpu);
+  ASSERT_TRUE(cg_->SetLimits({.cpu_cores = 0.2}).ok());
+  Child child("while :; do :; done");
+  ASSERT_TRUE(cg_->AddProcess(child.pid()).ok());
+  child.Release();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  auto stats = cg_->Stats();
+  ASSERT_TRUE(cg_->Kill().ok());
+  ASSERT_TRUE(stats.ok());
+  int64_t used = stats->cpu_user_us + stats->cpu_system_us;
+  EXPECT_LT(used, 400000) << "0.2 cores for 1 s used " << used << " us";
+}
+
+TEST_P(CgroupContractTest, MissingControllerIsAClearError) {
+  for (Controller c : {Controller::kMemory, Controller::kPids, Controller::kCpu}) {
+    if (driver_->HasController(c)) continue;
+    CgroupLimits limits;
+    if (c == Controller::kMemory) limits.memory_bytes = 1 << 20;
+    if (c == Controller::kPids) limits.pids_max = 4;
+    if (c == Controller::kCpu) limits.cpu_cores = 1;
+    absl::Status s = cg_->SetLimits(limits);
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_NE(s.ToString().find(ToString(c)), std::string::npos) << s;
+    return;
+  }
+  GTEST_SKIP() << "every controller is available";
+}
+
+TEST_P(CgroupContractTest, OpenListAndDestroyIsIdempotent) {
+  auto names = driver_->List();
+  ASSERT_TRUE(names.ok());
+  EXPECT_NE(std::find(names->begin(), names->end(), name_), names->end());
+  auto opened = driver_->Open(name_);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  EXPECT_EQ((*opened)->name(), cg_->name());
+  ASSERT_TRUE((*opened)->Destroy().ok());
+  EXPECT_TRUE(cg_->Destroy().ok());  // second time: nothing left, still OK
+  EXPECT_EQ(driver_->Open(name_).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_FALSE(driver_->Create("../escape").ok());
+  EXPECT_FALSE(driver_->Create("a/b").ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(Drivers, CgroupContractTest,
+                         ::testing::Values(CgroupOptions::Version::kV1,
+                                           CgroupOptions::Version::kV2),
+                         [](const auto& param_info) {
+                           return param_info.param == CgroupOptions::Version::kV1 ? "V1" : "V2";
+                         });
+
+TEST(PidfdTest, PidFromPidfd) {
+  pid_t child = fork();
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  int fd = static_cast<int>(syscall(SYS_pidfd_open, child, 0));
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(*PidFromPidfd(fd), child);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  EXPECT_FALSE(PidFromPidfd(fd).ok());
+  close(fd);
+}
+
+}  // namespace
+}  // namespace airlock::engine

@@ -1,0 +1,48 @@
+// File helpers shared by the cgroup v1 and v2 drivers. Errors name the file.
+#ifndef AIRLOCK_ENGINE_INTERNAL_CGROUP_FILES_H_
+#define AIRLOCK_ENGINE_INTERNAL_CGROUP_FILES_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace airlock::engine::internal {
+
+// Reads a (small) cgroup file, trailing whitespace removed.
+absl::StatusOr<std::string> ReadCgroupFile(const std::string& path);
+// Writes `value` to a cgroup file in a single write(2), as the kernel expects.
+absl::Status WriteCgroupFile(const std::string& path, std::string_view value);
+
+// The integer in a file holding one ("max" counts as `max_value`). nullopt when the file is absent.
+absl::StatusOr<std::optional<int64_t>> ReadCgroupInt(const std::string& path, int64_t max_value = 0);
+
+// The value of "key N" in a flat keyed file (memory.events, cpu.stat, ...); nullopt when
+// the file or key is absent.
+std::optional<int64_t> ReadKeyedValue(const std::string& path, std::string_view key);
+
+// Pids listed in a cgroup.procs file of `dir` and of every directory below it.
+absl::StatusOr<std::vector<pid_t>> ReadProcsRecursive(const std::string& dir);
+
+// Names of the subdirectories of `dir`.
+absl::StatusOr<std::vector<std::string>> ListSubdirs(const std::string& dir);
+
+// rmdir of `dir` and every subdirectory, deepest first. NotFound counts as success.
+absl::Status RemoveCgroupDir(const std::string& dir);
+
+// Polls `done` every millisecond or so until it returns true or `timeout` passes.
+bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout);
+
+// Rejects names that are not a single path component of [A-Za-z0-9._-].
+absl::Status CheckCgroupName(std::string_view name);
+
+}  // namespace airlock::engine::internal
+
+#endif  // AIRLOCK_ENGINE_INTERNAL_CGROUP_FILES_H_
