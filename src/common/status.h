@@ -6,6 +6,7 @@
 #ifndef AIRLOCK_COMMON_STATUS_H_
 #define AIRLOCK_COMMON_STATUS_H_
 
+#include <string>
 #include <string_view>
 
 #include "absl/status/status.h"
@@ -38,32 +39,38 @@ absl::Status ResourceExhausted(std::string_view msg);
 
 }  // namespace airlock
 
+namespace airlock {
+// The optional context argument of RETURN_IF_ERROR / ASSIGN_OR_RETURN.
+inline std::string_view StatusContext() { return {}; }
+inline std::string StatusContext(std::string_view context) { return std::string(context); }
+}  // namespace airlock
+
 #define AIRLOCK_STATUS_CONCAT_INNER_(a, b) a##b
 #define AIRLOCK_STATUS_CONCAT_(a, b) AIRLOCK_STATUS_CONCAT_INNER_(a, b)
 
-// Returns from the current function when `expr` (an absl::Status) is not OK.
-#define RETURN_IF_ERROR(expr)                          \
-  do {                                                 \
-    ::absl::Status airlock_status_ = (expr);           \
-    if (!airlock_status_.ok()) return airlock_status_; \
+// RETURN_IF_ERROR(expr) or RETURN_IF_ERROR(expr, context): returns from the current function
+// when `expr` (an absl::Status) is not OK, with "<context>: " put in front of its message.
+#define RETURN_IF_ERROR(expr, ...)                                                   \
+  do {                                                                               \
+    ::absl::Status airlock_status_ = (expr);                                         \
+    if (!airlock_status_.ok()) {                                                     \
+      return ::airlock::Annotate(airlock_status_, ::airlock::StatusContext(__VA_ARGS__)); \
+    }                                                                                \
   } while (0)
 
-// Like RETURN_IF_ERROR, with "<context>: " in front of the message.
-#define RETURN_IF_ERROR_CTX(expr, context)                                         \
-  do {                                                                             \
-    ::absl::Status airlock_status_ = (expr);                                       \
-    if (!airlock_status_.ok()) return ::airlock::Annotate(airlock_status_, context); \
-  } while (0)
+// Older spelling of RETURN_IF_ERROR(expr, context).
+#define RETURN_IF_ERROR_CTX(expr, context) RETURN_IF_ERROR(expr, context)
 
-#define AIRLOCK_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr, ...) \
-  auto tmp = (expr);                                        \
-  if (!tmp.ok()) return ::airlock::Annotate(tmp.status(), std::string_view(__VA_ARGS__)); \
+#define AIRLOCK_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr, ...)                                   \
+  auto tmp = (expr);                                                                        \
+  if (!tmp.ok()) return ::airlock::Annotate(tmp.status(), ::airlock::StatusContext(__VA_ARGS__)); \
   lhs = std::move(*tmp)
 
-// ASSIGN_OR_RETURN(lhs, expr) or ASSIGN_OR_RETURN(lhs, expr, "context"): evaluates `expr`
-// (an absl::StatusOr<T>), returns its status on error, otherwise moves the value into `lhs`.
-#define ASSIGN_OR_RETURN(lhs, expr, ...)                                                   \
-  AIRLOCK_ASSIGN_OR_RETURN_IMPL_(AIRLOCK_STATUS_CONCAT_(airlock_statusor_, __LINE__), lhs, \
-                                 expr, "" __VA_ARGS__)
+// ASSIGN_OR_RETURN(lhs, expr) or ASSIGN_OR_RETURN(lhs, expr, context): evaluates `expr` (an
+// absl::StatusOr<T>), returns its status (with the context in front) on error, otherwise moves
+// the value into `lhs`.
+#define ASSIGN_OR_RETURN(lhs, expr, ...) \
+  AIRLOCK_ASSIGN_OR_RETURN_IMPL_(AIRLOCK_STATUS_CONCAT_(airlock_statusor_, __LINE__), lhs, expr, \
+                                 __VA_ARGS__)
 
 #endif  // AIRLOCK_COMMON_STATUS_H_

@@ -19,7 +19,7 @@ absl::StatusOr<int> Quarter(int v) {
 }
 
 absl::Status Check(bool fail) {
-  RETURN_IF_ERROR_CTX(fail ? absl::NotFoundError("gone") : absl::OkStatus(), "check thing");
+  RETURN_IF_ERROR(fail ? absl::NotFoundError("gone") : absl::OkStatus(), "check thing");
   return absl::OkStatus();
 }
 

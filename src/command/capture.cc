@@ -1,0 +1,88 @@
+#include "command/capture.h"
+
+#include <algorithm>
+
+#include "common/files.h"
+#include "fmt/format.h"
+
+namespace airlock {
+
+OutputCapture::OutputCapture(int raw_fd, int64_t max_kept, size_t preview_bytes)
+    : raw_fd_(raw_fd), max_kept_(max_kept), preview_bytes_(preview_bytes) {}
+
+void OutputCapture::Add(Stream s, std::string_view data) {
+  StreamState& st = streams_[s];
+  st.bytes += static_cast<int64_t>(data.size());
+  st.sha.Update(data);
+
+  if (st.head.size() < preview_bytes_) {
+    st.head.append(data.substr(0, preview_bytes_ - st.head.size()));
+  }
+  // The tail ring only needs the last preview_bytes_ of this chunk.
+  std::string_view last = data.size() > preview_bytes_ ? data.substr(data.size() - preview_bytes_)
+                                                       : data;
+  for (char c : last) {
+    if (st.tail.size() < preview_bytes_) {
+      st.tail.push_back(c);
+    } else {
+      st.tail[st.tail_pos] = c;
+      st.tail_pos = (st.tail_pos + 1) % preview_bytes_;
+    }
+  }
+
+  if (kept_ < max_kept_) {
+    std::string_view keep = data.substr(0, static_cast<size_t>(std::min<int64_t>(
+                                               static_cast<int64_t>(data.size()), max_kept_ - kept_)));
+    if (raw_fd_ >= 0 && status_.ok()) status_ = WriteAll(raw_fd_, keep);
+    kept_ += static_cast<int64_t>(keep.size());
+    if (keep.size() < data.size()) truncated_ = true;
+  } else if (!data.empty()) {
+    truncated_ = true;
+  }
+}
+
+std::string OutputCapture::Preview(Stream s) const {
+  const StreamState& st = streams_[s];
+  std::string tail = st.tail.size() < preview_bytes_
+                         ? st.tail
+                         : st.tail.substr(st.tail_pos) + st.tail.substr(0, st.tail_pos);
+  if (st.bytes <= static_cast<int64_t>(preview_bytes_)) return ToValidUtf8(st.head);
+  if (st.bytes <= static_cast<int64_t>(2 * preview_bytes_)) {
+    // Head and tail overlap: the head plus the part of the tail that follows it.
+    size_t rest = static_cast<size_t>(st.bytes) - st.head.size();
+    return ToValidUtf8(st.head + tail.substr(tail.size() - rest));
+  }
+  int64_t omitted = st.bytes - static_cast<int64_t>(st.head.size() + tail.size());
+  return ToValidUtf8(fmt::format("{}\n[... {} bytes omitted ...]\n{}", st.head, omitted, tail));
+}
+
+std::string ToValidUtf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  size_t i = 0;
+  while (i < s.size()) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    bool ok = len > 0 && i + len <= s.size();
+    for (size_t k = 1; ok && k < len; ++k) {
+      ok = (static_cast<unsigned char>(s[i + k]) & 0xc0) == 0x80;
+    }
+    if (ok && len > 1) {
+      // Reject overlong forms, surrogates and values past U+10FFFF.
+      uint32_t cp = c & (0xff >> (len + 1));
+      for (size_t k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3f);
+      static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+      ok = cp >= kMin[len] && cp <= 0x10ffff && (cp < 0xd800 || cp > 0xdfff);
+    }
+    if (ok) {
+      out.append(s.substr(i, len));
+      i += len;
+    } else {
+      out.append("\xef\xbf\xbd");
+      ++i;
+    }
+  }
+  return out;
+}
+
+}  // namespace airlock

@@ -1,0 +1,279 @@
+// airlock-init: PID 1 inside a sandbox.
+//
+// Started by the engine as the last step of sandbox setup (privileges already dropped, Landlock
+// applied), with its control socket on fd 3 and an empty environment. It reaps every process
+// that ends up as its child and starts commands on the host's request (see protocol.h). When
+// the control socket closes, it exits, and with it, by the kernel's rule for the init of a PID
+// namespace, every process of the sandbox.
+//
+// Static binary, plain libc and libstdc++: it must run from any root filesystem.
+#include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "init/protocol.h"
+
+namespace airlock::init {
+namespace {
+
+// Why a spawned process failed before its program ran, written to the setup pipe.
+struct SetupFailure {
+  int32_t stage;  // SetupStage
+  int32_t err;
+};
+
+void WriteStderr(const char* a, const char* b, const char* c) {
+  char buf[512];
+  int n = std::snprintf(buf, sizeof(buf), "airlock: %s%s%s\n", a, b, c);
+  if (n > 0) (void)!::write(2, buf, static_cast<size_t>(n) < sizeof(buf) ? n : sizeof(buf) - 1);
+}
+
+[[noreturn]] void Fail(int setup_fd, SetupStage stage, int err, const char* what,
+                       const char* arg) {
+  SetupFailure f{static_cast<int32_t>(stage), err};
+  (void)!::write(setup_fd, &f, sizeof(f));
+  WriteStderr(what, arg, (std::string(": ") + std::strerror(err)).c_str());
+  _exit(stage == SetupStage::kExec && (err == ENOENT || err == ENOTDIR) ? 127 : 126);
+}
+
+// execve with a PATH search in the command's own environment (execvpe would search ours).
+void ExecSearching(const std::vector<char*>& argv, const std::vector<char*>& envp) {
+  const char* file = argv[0];
+  if (std::strchr(file, '/') != nullptr) {
+    ::execve(file, argv.data(), envp.data());
+    return;
+  }
+  const char* path = "/usr/local/bin:/usr/bin:/bin";
+  for (char* e : envp) {
+    if (e != nullptr && std::strncmp(e, "PATH=", 5) == 0) path = e + 5;
+  }
+  int saved = ENOENT;
+  std::string candidate;
+  for (const char* p = path;; ++p) {
+    const char* end = std::strchr(p, ':');
+    size_t len = end ? static_cast<size_t>(end - p) : std::strlen(p);
+    candidate.assign(p, len);
+    if (candidate.empty()) candidate = ".";
+    candidate += '/';
+    candidate += file;
+    ::execve(candidate.c_str(), argv.data(), envp.data());
+    if (errno == EACCES) saved = EACCES;
+    if (errno != ENOENT && errno != ENOTDIR && errno != EACCES) {
+      saved = errno;
+      break;
+    }
+    if (end == nullptr) break;
+    p = end;
+  }
+  errno = saved;
+}
+
+// Runs in the forked child: waits for the host to place it in its cgroup, then becomes the
+// command. Never returns.
+[[noreturn]] void RunCommand(const SpawnRequest& req, const int* fds, int start_fd,
+                             int setup_fd) {
+  sigset_t all;
+  sigemptyset(&all);
+  sigprocmask(SIG_SETMASK, &all, nullptr);
+  for (int s = 1; s < NSIG; ++s) signal(s, SIG_DFL);
+
+  char go;
+  if (::read(start_fd, &go, 1) != 1) _exit(125);  // the host gave up on this command
+
+  ::setsid();
+  for (int i = 0; i < 3; ++i) {
+    if (::dup2(fds[i], i) < 0) Fail(setup_fd, SetupStage::kStdio, errno, "stdio", "");
+  }
+  // The setup pipe stays open (it is close-on-exec) so a failure below can still be reported.
+  int keep = ::dup3(setup_fd, 3, O_CLOEXEC);
+  if (keep < 0) _exit(125);
+  setup_fd = keep;
+  ::close_range(4, ~0U, 0);
+
+  if (!req.cwd.empty() && ::chdir(req.cwd.c_str()) != 0) {
+    Fail(setup_fd, SetupStage::kWorkdir, errno, "cannot enter working directory ",
+         req.cwd.c_str());
+  }
+  for (const Rlimit& r : req.rlimits) {
+    struct rlimit rl = {r.soft, r.hard};
+    if (::setrlimit(static_cast<int>(r.resource), &rl) != 0) {
+      Fail(setup_fd, SetupStage::kRlimit, errno, "setrlimit", "");
+    }
+  }
+  ::umask(022);
+
+  std::vector<std::string> env_copy = req.env;
+  std::vector<std::string> argv_copy = req.argv;
+  std::vector<char*> argv, envp;
+  for (std::string& a : argv_copy) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (std::string& e : env_copy) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  // The seccomp filter goes on last: nothing after it but the exec.
+  if (!req.seccomp_filter.empty()) {
+    struct sock_fprog prog;
+    prog.len = static_cast<unsigned short>(req.seccomp_filter.size() / sizeof(struct sock_filter));
+    prog.filter = reinterpret_cast<struct sock_filter*>(const_cast<char*>(req.seccomp_filter.data()));
+    if (::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) {
+      Fail(setup_fd, SetupStage::kSeccomp, errno, "seccomp", "");
+    }
+  }
+  ExecSearching(argv, envp);
+  Fail(setup_fd, SetupStage::kExec, errno, "cannot run ", req.argv[0].c_str());
+}
+
+struct Child {
+  int start_fd = -1;  // write end: one byte starts the command
+  int setup_fd = -1;  // read end: a SetupFailure, or EOF once the program runs
+};
+
+int Serve() {
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &mask, nullptr);
+  int sigfd = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sigfd < 0) return 120;
+
+  Writer ready;
+  ready.U32(kProtocolVersion);
+  if (SendMessage(kControlFd, MessageType::kReady, ready.data()) != 0) return 121;
+
+  std::map<pid_t, Child> children;
+  for (;;) {
+    struct pollfd pfds[2] = {{kControlFd, POLLIN, 0}, {sigfd, POLLIN, 0}};
+    if (::poll(pfds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      return 122;
+    }
+    if (pfds[1].revents & POLLIN) {
+      struct signalfd_siginfo info;
+      while (::read(sigfd, &info, sizeof(info)) > 0) {
+      }
+      int status = 0;
+      pid_t pid;
+      while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+        auto it = children.find(pid);
+        if (it == children.end()) continue;  // an orphan we only reap
+        SetupFailure failure{0, 0};
+        if (::read(it->second.setup_fd, &failure, sizeof(failure)) != sizeof(failure)) {
+          failure = {0, 0};
+        }
+        Writer w;
+        w.I32(pid);
+        w.I32(status);
+        w.I32(failure.stage);
+        w.I32(failure.err);
+        if (it->second.start_fd >= 0) ::close(it->second.start_fd);
+        ::close(it->second.setup_fd);
+        children.erase(it);
+        if (SendMessage(kControlFd, MessageType::kExited, w.data()) != 0) return 0;
+      }
+    }
+    if (pfds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      MessageType type;
+      std::string payload;
+      int fds[kMaxFds];
+      int nfds = 0;
+      int err = ReceiveMessage(kControlFd, &type, &payload, fds, &nfds);
+      if (err != 0) return 0;  // the host is gone: exiting takes the whole sandbox down
+      switch (type) {
+        case MessageType::kSpawn: {
+          SpawnRequest req;
+          int start[2] = {-1, -1}, setup[2] = {-1, -1};
+          int32_t spawn_err = 0;
+          pid_t pid = -1;
+          if (!DecodeSpawn(payload, &req) || nfds != 3) {
+            spawn_err = EINVAL;
+          } else if (::pipe2(start, O_CLOEXEC) != 0 || ::pipe2(setup, O_CLOEXEC) != 0) {
+            spawn_err = errno;
+          } else {
+            pid = ::fork();
+            if (pid == 0) {
+              ::close(start[1]);
+              ::close(setup[0]);
+              RunCommand(req, fds, start[0], setup[1]);
+            }
+            if (pid < 0) spawn_err = errno;
+          }
+          for (int i = 0; i < nfds; ++i) ::close(fds[i]);
+          if (start[0] >= 0) ::close(start[0]);
+          if (setup[1] >= 0) ::close(setup[1]);
+          int pidfd = -1;
+          if (spawn_err == 0) {
+            pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+            if (pidfd < 0) spawn_err = errno;
+            children[pid] = Child{start[1], setup[0]};
+            ::fcntl(setup[0], F_SETFL, O_NONBLOCK);
+          } else {
+            if (start[1] >= 0) ::close(start[1]);
+            if (setup[0] >= 0) ::close(setup[0]);
+          }
+          Writer w;
+          w.U64(req.id);
+          w.I32(spawn_err);
+          w.I32(pid);
+          err = SendMessage(kControlFd, MessageType::kSpawned, w.data(), &pidfd, pidfd >= 0 ? 1 : 0);
+          if (pidfd >= 0) ::close(pidfd);
+          if (err != 0) return 0;
+          break;
+        }
+        case MessageType::kStart: {
+          Reader r(payload);
+          pid_t pid = r.I32();
+          auto it = children.find(pid);
+          if (r.done() && it != children.end() && it->second.start_fd >= 0) {
+            char go = 1;
+            (void)!::write(it->second.start_fd, &go, 1);
+            ::close(it->second.start_fd);
+            it->second.start_fd = -1;
+          }
+          break;
+        }
+        case MessageType::kSignal: {
+          Reader r(payload);
+          pid_t pid = r.I32();
+          int sig = r.I32();
+          if (r.done() && children.count(pid)) ::kill(-pid, sig);
+          break;
+        }
+        default:
+          for (int i = 0; i < nfds; ++i) ::close(fds[i]);
+          break;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace airlock::init
+
+int main() {
+  // Not dumpable: sandboxed processes (same uid) cannot read our memory, fds or environ.
+  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  struct stat st;
+  if (::fstat(airlock::init::kControlFd, &st) != 0 || !S_ISSOCK(st.st_mode)) {
+    std::fprintf(stderr, "airlock-init: fd %d is not the control socket; this program is started "
+                         "by airlock\n", airlock::init::kControlFd);
+    return 2;
+  }
+  return airlock::init::Serve();
+}

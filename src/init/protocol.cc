@@ -1,0 +1,256 @@
+#include "init/protocol.h"
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace airlock::init {
+
+const char* ToString(SetupStage stage) {
+  switch (stage) {
+    case SetupStage::kNone:
+      return "none";
+    case SetupStage::kStdio:
+      return "stdio";
+    case SetupStage::kWorkdir:
+      return "workdir";
+    case SetupStage::kRlimit:
+      return "rlimits";
+    case SetupStage::kSeccomp:
+      return "seccomp";
+    case SetupStage::kExec:
+      return "exec";
+  }
+  return "unknown";
+}
+
+void Writer::U32(uint32_t v) {
+  for (int i = 0; i < 4; ++i) data_.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+void Writer::U64(uint64_t v) {
+  for (int i = 0; i < 8; ++i) data_.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+void Writer::Bytes(std::string_view s) {
+  U32(static_cast<uint32_t>(s.size()));
+  data_.append(s);
+}
+
+void Writer::Strings(const std::vector<std::string>& v) {
+  U32(static_cast<uint32_t>(v.size()));
+  for (const std::string& s : v) Bytes(s);
+}
+
+bool Reader::Need(size_t n) {
+  if (!ok_ || data_.size() - pos_ < n) ok_ = false;
+  return ok_;
+}
+
+uint32_t Reader::U32() {
+  if (!Need(4)) return 0;
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<uint8_t>(data_[pos_ + i])) << (8 * i);
+  pos_ += 4;
+  return v;
+}
+
+uint64_t Reader::U64() {
+  if (!Need(8)) return 0;
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(data_[pos_ + i])) << (8 * i);
+  pos_ += 8;
+  return v;
+}
+
+std::string Reader::Bytes() {
+  uint32_t n = U32();
+  if (!Need(n)) return {};
+  std::string s(data_.substr(pos_, n));
+  pos_ += n;
+  return s;
+}
+
+std::vector<std::string> Reader::Strings() {
+  uint32_t n = U32();
+  std::vector<std::string> v;
+  // Each string costs at least 4 bytes of payload, which bounds n before we reserve.
+  if (!Need(static_cast<size_t>(n) * 4)) return v;
+  v.reserve(n);
+  for (uint32_t i = 0; i < n && ok_; ++i) v.push_back(Bytes());
+  return v;
+}
+
+std::string EncodeSpawn(const SpawnRequest& req) {
+  Writer w;
+  w.U64(req.id);
+  w.Strings(req.argv);
+  w.Strings(req.env);
+  w.Bytes(req.cwd);
+  w.U32(static_cast<uint32_t>(req.rlimits.size()));
+  for (const Rlimit& r : req.rlimits) {
+    w.U32(r.resource);
+    w.U64(r.soft);
+    w.U64(r.hard);
+  }
+  w.Bytes(req.seccomp_filter);
+  return w.data();
+}
+
+bool DecodeSpawn(std::string_view payload, SpawnRequest* req) {
+  Reader r(payload);
+  req->id = r.U64();
+  req->argv = r.Strings();
+  req->env = r.Strings();
+  req->cwd = r.Bytes();
+  uint32_t n = r.U32();
+  if (n > 64) return false;
+  req->rlimits.clear();
+  for (uint32_t i = 0; i < n && r.ok(); ++i) {
+    Rlimit rl;
+    rl.resource = r.U32();
+    rl.soft = r.U64();
+    rl.hard = r.U64();
+    req->rlimits.push_back(rl);
+  }
+  req->seccomp_filter = r.Bytes();
+  return r.done() && !req->argv.empty();
+}
+
+namespace {
+
+int WriteFully(int sock, const char* data, size_t size) {
+  while (size > 0) {
+    ssize_t n = ::send(sock, data, size, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return 0;
+}
+
+// Reads exactly size bytes; -1 on end of stream before the first byte.
+int ReadFully(int sock, char* data, size_t size) {
+  size_t got = 0;
+  while (got < size) {
+    ssize_t n = ::recv(sock, data + got, size - got, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (n == 0) return got == 0 ? -1 : EPROTO;
+    got += static_cast<size_t>(n);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int SendMessage(int sock, MessageType type, std::string_view payload, const int* fds, int nfds) {
+  if (payload.size() > kMaxPayload || nfds < 0 || nfds > kMaxFds) return EMSGSIZE;
+  char header[8];
+  uint32_t t = static_cast<uint32_t>(type);
+  uint32_t len = static_cast<uint32_t>(payload.size());
+  for (int i = 0; i < 4; ++i) {
+    header[i] = static_cast<char>((t >> (8 * i)) & 0xff);
+    header[4 + i] = static_cast<char>((len >> (8 * i)) & 0xff);
+  }
+  struct iovec iov = {header, sizeof(header)};
+  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)];
+  struct msghdr msg = {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  if (nfds > 0) {
+    std::memset(control, 0, sizeof(control));
+    msg.msg_control = control;
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+    struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+    std::memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+  }
+  ssize_t n;
+  do {
+    n = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return errno;
+  if (static_cast<size_t>(n) < sizeof(header)) {
+    int err = WriteFully(sock, header + n, sizeof(header) - static_cast<size_t>(n));
+    if (err != 0) return err;
+  }
+  return WriteFully(sock, payload.data(), payload.size());
+}
+
+int ReceiveMessage(int sock, MessageType* type, std::string* payload, int* fds, int* nfds) {
+  *nfds = 0;
+  char header[8];
+  struct iovec iov = {header, sizeof(header)};
+  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)];
+  struct msghdr msg = {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  ssize_t n;
+  do {
+    n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return errno;
+  if (n == 0) return -1;
+  for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    int count = static_cast<int>((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+    for (int i = 0; i < count; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      if (*nfds < kMaxFds) {
+        fds[(*nfds)++] = fd;
+      } else {
+        ::close(fd);
+      }
+    }
+  }
+  auto close_fds = [&] {
+    for (int i = 0; i < *nfds; ++i) ::close(fds[i]);
+    *nfds = 0;
+  };
+  if (msg.msg_flags & MSG_CTRUNC) {
+    close_fds();
+    return EPROTO;
+  }
+  if (static_cast<size_t>(n) < sizeof(header)) {
+    int err = ReadFully(sock, header + n, sizeof(header) - static_cast<size_t>(n));
+    if (err != 0) {
+      close_fds();
+      return err == -1 ? EPROTO : err;
+    }
+  }
+  uint32_t t = 0, len = 0;
+  for (int i = 0; i < 4; ++i) {
+    t |= static_cast<uint32_t>(static_cast<uint8_t>(header[i])) << (8 * i);
+    len |= static_cast<uint32_t>(static_cast<uint8_t>(header[4 + i])) << (8 * i);
+  }
+  if (len > kMaxPayload) {
+    close_fds();
+    return EMSGSIZE;
+  }
+  payload->resize(len);
+  if (len > 0) {
+    int err = ReadFully(sock, payload->data(), len);
+    if (err != 0) {
+      close_fds();
+      return err == -1 ? EPROTO : err;
+    }
+  }
+  *type = static_cast<MessageType>(t);
+  return 0;
+}
+
+}  // namespace airlock::init
