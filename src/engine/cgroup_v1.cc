@@ -159,7 +159,7 @@ class CgroupV1 : public Cgroup {
   }
 
   absl::Status Destroy() override {
-    RETURN_IF_ERROR_CTX(Kill(std::chrono::seconds(5)), fmt::format("destroy cgroup {}", name_));
+    RETURN_IF_ERROR(Kill(std::chrono::seconds(5)), fmt::format("destroy cgroup {}", name_));
     absl::Status status;
     for (const std::string& root : UniqueMounts()) {
       status.Update(RemoveCgroupDir(fmt::format("{}/{}", root, name_)));

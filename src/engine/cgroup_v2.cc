@@ -131,7 +131,7 @@ class CgroupV2 : public Cgroup {
   }
 
   absl::Status Destroy() override {
-    RETURN_IF_ERROR_CTX(Kill(std::chrono::seconds(5)), fmt::format("destroy cgroup {}", name_));
+    RETURN_IF_ERROR(Kill(std::chrono::seconds(5)), fmt::format("destroy cgroup {}", name_));
     return RemoveCgroupDir(dir_);
   }
 

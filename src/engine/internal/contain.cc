@@ -1,0 +1,144 @@
+// The sandbox's first process, from clone to the exec of airlock-init. This file is the
+// checklist: every step in order, each failing closed with its name. Nothing here allocates,
+// locks or logs; a failure is reported as a ChildError on the error pipe.
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "engine/internal/plan.h"
+#include "init/protocol.h"
+
+namespace airlock::engine::internal {
+
+const char* ToString(Step step) {
+  switch (step) {
+    case Step::kWaitParent:
+      return "wait for uid/gid maps and cgroup";
+    case Step::kCgroupNamespace:
+      return "cgroup namespace";
+    case Step::kDeathSignal:
+      return "parent death signal";
+    case Step::kMountPropagation:
+      return "make mounts private";
+    case Step::kOpenSources:
+      return "open bind mount source";
+    case Step::kStagingRoot:
+      return "mount root tmpfs";
+    case Step::kIdentity:
+      return "set uid/gid";
+    case Step::kMount:
+      return "mount";
+    case Step::kPivotRoot:
+      return "pivot_root";
+    case Step::kRootReadOnly:
+      return "make root read-only";
+    case Step::kHostname:
+      return "set hostname";
+    case Step::kLoopback:
+      return "bring up loopback";
+    case Step::kNoNewPrivs:
+      return "no_new_privs";
+    case Step::kLandlock:
+      return "landlock";
+    case Step::kCapabilities:
+      return "drop capabilities";
+    case Step::kFds:
+      return "close file descriptors";
+    case Step::kExecInit:
+      return "exec airlock-init";
+  }
+  return "unknown step";
+}
+
+namespace {
+
+[[noreturn]] void Die(const SetupPlan& plan, Step step, int op, int err) {
+  ChildError e{static_cast<int32_t>(step), op, err};
+  (void)!::write(plan.error_fd, &e, sizeof(e));
+  _exit(1);
+}
+
+inline void Check(const SetupPlan& plan, Step step, int err, int op = -1) {
+  if (err != 0) Die(plan, step, op, err);
+}
+
+inline int Errno(int rc) { return rc == 0 ? 0 : errno; }
+
+}  // namespace
+
+void RunChild(SetupPlan* plan) {
+  const SetupPlan& p = *plan;
+
+  // The parent writes our uid/gid maps and puts us in our cgroup, then says go.
+  char go;
+  if (::read(p.sync_fd, &go, 1) != 1) Die(p, Step::kWaitParent, -1, errno ? errno : EPIPE);
+  ::close(p.sync_fd);
+
+  // We are now in the sandbox's cgroup: make it the root of our cgroup namespace.
+  if (p.new_cgroup_namespace) Check(p, Step::kCgroupNamespace, Errno(::unshare(CLONE_NEWCGROUP)));
+
+  // If the engine dies, so does the sandbox.
+  Check(p, Step::kDeathSignal, Errno(::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)));
+
+  // Nothing we mount may propagate back to the host.
+  Check(p, Step::kMountPropagation,
+        Errno(::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr)));
+
+  // Host paths are opened with the parent's credentials, before we take the sandbox's ids.
+  // (Each result is taken before `op` is read: argument evaluation order is unspecified.)
+  int op = -1;
+  int err = OpenMountSources(plan, &op);
+  Check(p, Step::kOpenSources, err, op);
+  int root_fd = -1;
+  Check(p, Step::kStagingRoot, MountStagingRoot(p, &root_fd));
+
+  // The only ids mapped in our user namespace; everything created from here is owned by them.
+  Check(p, Step::kIdentity, Errno(::setresgid(p.gid, p.gid, p.gid)));
+  Check(p, Step::kIdentity, Errno(::setresuid(p.uid, p.uid, p.uid)));
+
+  err = RunMountOps(plan, root_fd, &op);
+  Check(p, Step::kMount, err, op);
+  Check(p, Step::kPivotRoot, PivotIntoRoot(root_fd));
+  ::close(root_fd);
+  if (p.read_only_root) Check(p, Step::kRootReadOnly, MakeRootReadOnly());
+
+  Check(p, Step::kHostname, Errno(::sethostname(p.hostname.data(), p.hostname.size())));
+  Check(p, Step::kLoopback, LoopbackUp());
+
+  Check(p, Step::kNoNewPrivs, Errno(::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)));
+  if (p.landlock_abi > 0) Check(p, Step::kLandlock, ApplyLandlock(p));
+  Check(p, Step::kCapabilities, DropCapabilities());
+
+  // airlock-init gets its control socket as fd 3, and nothing else but stdio and the error pipe
+  // (close-on-exec, so a successful exec reads as EOF in the parent).
+  int control = p.control_fd;
+  if (control != init::kControlFd) {
+    Check(p, Step::kFds, Errno(::dup2(control, init::kControlFd) < 0 ? -1 : 0));
+    control = init::kControlFd;
+  } else {
+    Check(p, Step::kFds, Errno(::fcntl(control, F_SETFD, 0)));
+  }
+  // Our stdio may be the caller's terminal: init gets /dev/null instead.
+  int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null_fd < 0) Die(p, Step::kFds, -1, errno);
+  for (int fd = 0; fd < 3; ++fd) {
+    if (::dup2(null_fd, fd) < 0) Die(p, Step::kFds, -1, errno);
+  }
+  int error_fd = p.error_fd;
+  if (error_fd <= init::kControlFd) Die(p, Step::kFds, -1, EBADF);
+  for (int fd = init::kControlFd + 1; fd < 1024; ++fd) {
+    if (fd != error_fd) ::close(fd);
+  }
+  ::close_range(1024, ~0U, 0);
+
+  char* const argv[] = {const_cast<char*>("airlock-init"), nullptr};
+  char* const envp[] = {nullptr};
+  ::execve(p.init_path.c_str(), argv, envp);
+  Die(p, Step::kExecInit, -1, errno);
+}
+
+}  // namespace airlock::engine::internal

@@ -1,0 +1,120 @@
+// The setup plan: everything the sandbox's first process does between clone and exec, decided
+// by the parent beforehand. The child only reads it (and fills in descriptors it opens), makes
+// system calls, and reports a failure as {step, operation index, errno} over a pipe: no
+// allocation, no locks, no logging after clone.
+#ifndef AIRLOCK_ENGINE_INTERNAL_PLAN_H_
+#define AIRLOCK_ENGINE_INTERNAL_PLAN_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace airlock::engine::internal {
+
+// Setup steps in the order they run (contain.cc); the names are used in error messages.
+enum class Step : int32_t {
+  kWaitParent = 1,
+  kCgroupNamespace,
+  kDeathSignal,
+  kMountPropagation,
+  kOpenSources,
+  kStagingRoot,
+  kIdentity,
+  kMount,
+  kPivotRoot,
+  kRootReadOnly,
+  kHostname,
+  kLoopback,
+  kNoNewPrivs,
+  kLandlock,
+  kCapabilities,
+  kFds,
+  kExecInit,
+};
+const char* ToString(Step step);
+
+// What the child writes to the error pipe when a step fails.
+struct ChildError {
+  int32_t step;
+  int32_t op;   // index into SetupPlan::mounts for kOpenSources/kMount, else -1
+  int32_t err;
+};
+
+struct MountOp {
+  enum class Kind {
+    kMkdir,       // mkdir -p target (mode)
+    kFile,        // create an empty file at target (a mount point for a file bind)
+    kSymlink,     // symlink target -> source
+    kBind,        // bind host `source` at target (cloned before the staging root exists)
+    kBindFd,      // attach the detached mount `fd` prepared by the parent (e.g. idmapped)
+    kBindInRoot,  // bind the sandbox path `source` at target (after both exist)
+    kReadOnly,    // make the mount at target read-only, in place
+    kTmpfs,       // tmpfs at target; `data` holds its options
+    kProc,        // a fresh procfs of the sandbox's pid namespace
+    kDevpts,      // a private devpts instance; `data` holds its options
+    kWriteFile,   // create the file target (mode) holding `data`
+    kUnmount,     // detach the mount at target
+    kRmdir,       // remove the empty directory target
+  };
+  Kind kind = Kind::kMkdir;
+  std::string source;
+  std::string target;      // absolute path inside the sandbox
+  std::string data;        // file system options for kTmpfs/kDevpts
+  uint64_t attr = 0;       // MOUNT_ATTR_* set on binds
+  unsigned long flags = 0; // MS_* for kTmpfs/kProc/kDevpts
+  mode_t mode = 0755;
+  bool optional = false;   // a missing target (or source) is skipped, not an error
+  int fd = -1;             // kBind: filled in by the child; kBindFd: set by the parent
+};
+
+struct SetupPlan {
+  // Identity inside the user namespace (the only ids mapped).
+  uid_t uid = 10001;
+  gid_t gid = 10001;
+  bool new_cgroup_namespace = true;
+  std::string hostname;
+  // Host directory where the root tmpfs is mounted before pivot_root, and its options.
+  std::string staging_dir;
+  std::string staging_options;
+  std::vector<MountOp> mounts;
+  bool read_only_root = true;
+  // Landlock: 0 = not applied. Otherwise the ABI to use, and the paths (inside the sandbox)
+  // that get write access; everything else is read and execute only.
+  int landlock_abi = 0;
+  std::vector<std::string> landlock_writable;
+  std::vector<std::string> landlock_devices;  // read, write and ioctl on these device nodes
+  // The program run as PID 1, with its control socket moved to fd 3.
+  std::string init_path;
+  int control_fd = -1;
+  int sync_fd = -1;   // the parent writes one byte once maps and cgroup are in place
+  int error_fd = -1;  // close-on-exec: EOF means the exec of init succeeded
+};
+
+// Mount steps, run by the child (mounts.cc). Each returns 0 or an errno value; the index of
+// the failed operation goes to *failed_op. Targets are resolved beneath the staging root
+// (openat2 RESOLVE_IN_ROOT), so no symlink in a root file system can point a mount outside it.
+int OpenMountSources(SetupPlan* plan, int* failed_op);
+int MountStagingRoot(const SetupPlan& plan, int* root_fd);
+int RunMountOps(SetupPlan* plan, int root_fd, int* failed_op);
+int PivotIntoRoot(int root_fd);
+int MakeRootReadOnly();
+
+// Landlock (landlock.cc): read and execute everywhere, write only where the plan says.
+int ApplyLandlock(const SetupPlan& plan);
+
+// Capabilities (caps.cc): empties every capability set, including the bounding set, and locks
+// the securebits so no execve can grant any back.
+int DropCapabilities();
+
+// Brings up the loopback interface of the new network namespace (namespaces.cc).
+int LoopbackUp();
+
+// Runs the plan in the freshly cloned child. Never returns: execs init or _exits after
+// writing a ChildError.
+[[noreturn]] void RunChild(SetupPlan* plan);
+
+}  // namespace airlock::engine::internal
+
+#endif  // AIRLOCK_ENGINE_INTERNAL_PLAN_H_

@@ -1,0 +1,393 @@
+#include "engine/internal/plan_builder.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <sstream>
+
+#include "common/files.h"
+#include "common/status.h"
+#include "fmt/format.h"
+
+namespace airlock::engine::internal {
+namespace {
+
+using Kind = MountOp::Kind;
+
+constexpr uint64_t kReadOnly = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+constexpr uint64_t kReadWrite = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+
+// Top-level entries of the host root that make up the default root file system. Everything
+// else (home directories, /root, /var, /run and its sockets, /srv, /mnt, /boot) stays out.
+constexpr const char* kHostRootEntries[] = {"usr", "bin", "sbin", "lib", "lib32", "lib64",
+                                            "libx32", "etc"};
+// Entries of a spec rootfs that the layout provides itself.
+constexpr const char* kReservedRootEntries[] = {"proc", "dev", "sys", "sandbox", "tmp", "run",
+                                                "home", "root"};
+// Host secrets masked inside /etc (file masks and directory masks); absent ones are skipped.
+constexpr const char* kMaskedFiles[] = {"/etc/shadow", "/etc/gshadow", "/etc/shadow-",
+                                        "/etc/gshadow-", "/etc/sudoers", "/etc/machine-id",
+                                        "/etc/security/opasswd"};
+constexpr const char* kMaskedDirs[] = {"/etc/ssh", "/etc/sudoers.d", "/etc/ssl/private",
+                                       "/etc/polkit-1", "/etc/docker", "/etc/kubernetes"};
+// Kernel interfaces in /proc that sandboxed code has no business with.
+constexpr const char* kMaskedProcFiles[] = {"/proc/kcore", "/proc/keys", "/proc/timer_list",
+                                            "/proc/sched_debug", "/proc/kallsyms",
+                                            "/proc/sysrq-trigger"};
+constexpr const char* kMaskedProcDirs[] = {"/proc/acpi", "/proc/scsi", "/proc/irq",
+                                           "/proc/bus", "/proc/fs", "/proc/driver"};
+constexpr const char* kDevices[] = {"null", "zero", "full", "random", "urandom", "tty"};
+
+// A scratch tmpfs in the new root that holds the generated files while they are bound into
+// place, then is detached and removed: no host path of ours ever shows in the sandbox's
+// mountinfo, and nothing is written on the host per sandbox.
+constexpr const char* kSetupDir = "/.airlock-setup";
+
+struct Builder {
+  SetupPlan plan;
+  const PlanInputs& in;
+  std::vector<UniqueFd>* owned_fds;
+
+  MountOp& Add(Kind kind, std::string target) {
+    MountOp op;
+    op.kind = kind;
+    op.target = std::move(target);
+    plan.mounts.push_back(std::move(op));
+    return plan.mounts.back();
+  }
+  void Mkdir(const std::string& target, mode_t mode = 0755) { Add(Kind::kMkdir, target).mode = mode; }
+  void Symlink(const std::string& target, const std::string& points_to) {
+    Add(Kind::kSymlink, target).source = points_to;
+  }
+  MountOp& Bind(const std::string& source, const std::string& target, uint64_t attr) {
+    MountOp& op = Add(Kind::kBind, target);
+    op.source = source;
+    op.attr = attr;
+    return op;
+  }
+  void Tmpfs(const std::string& target, int64_t size_bytes, int64_t inodes, mode_t mode,
+             bool owned_by_user, bool noexec) {
+    Mkdir(target);
+    MountOp& op = Add(Kind::kTmpfs, target);
+    op.flags = MS_NOSUID | MS_NODEV | (noexec ? MS_NOEXEC : 0);
+    op.data = fmt::format("size={},nr_inodes={},mode={:o}", size_bytes, inodes, mode);
+    if (owned_by_user) op.data += fmt::format(",uid={},gid={}", in.spec->user.uid, in.spec->user.gid);
+  }
+  void WriteFile(const std::string& target, std::string content, mode_t mode = 0644) {
+    MountOp& op = Add(Kind::kWriteFile, target);
+    op.data = std::move(content);
+    op.mode = mode;
+  }
+  // A read-only bind of a file or directory of the setup scratch area (see BuildPlan).
+  void BindSetup(const std::string& name, const std::string& target, bool optional) {
+    MountOp& op = Add(Kind::kBindInRoot, target);
+    op.source = fmt::format("{}/{}", kSetupDir, name);
+    op.attr = kReadOnly;
+    op.optional = optional;
+  }
+};
+
+// A user namespace whose only mapping sends the ids `from_uid/from_gid` to `to_uid/to_gid`;
+// used to idmap a bind mount so that files of the host owner appear as the sandbox user's.
+absl::StatusOr<UniqueFd> IdmapUserns(uid_t from_uid, gid_t from_gid, uid_t to_uid, gid_t to_gid) {
+  int ready[2], done[2];
+  if (::pipe2(ready, O_CLOEXEC) != 0 || ::pipe2(done, O_CLOEXEC) != 0) {
+    return ErrnoStatus(errno, "pipe");
+  }
+  pid_t pid = ::fork();
+  if (pid < 0) return ErrnoStatus(errno, "fork");
+  if (pid == 0) {
+    char c = 0;
+    if (::unshare(CLONE_NEWUSER) != 0) _exit(1);
+    if (::write(ready[1], &c, 1) != 1) _exit(1);
+    (void)!::read(done[0], &c, 1);
+    _exit(0);
+  }
+  ::close(ready[1]);
+  ::close(done[0]);
+  UniqueFd done_w(done[1]);
+  UniqueFd ready_r(ready[0]);
+  auto reap = [&] {
+    done_w.Reset();
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  };
+  char c;
+  if (::read(ready_r.get(), &c, 1) != 1) {
+    reap();
+    return Internal("idmap helper failed to create a user namespace");
+  }
+  std::string proc = fmt::format("/proc/{}", pid);
+  absl::Status s;
+  for (const auto& [file, line] :
+       {std::pair<std::string, std::string>{"gid_map", fmt::format("{} {} 1\n", from_gid, to_gid)},
+        {"uid_map", fmt::format("{} {} 1\n", from_uid, to_uid)}}) {
+    UniqueFd fd(::open((proc + "/" + file).c_str(), O_WRONLY | O_CLOEXEC));
+    if (!fd) {
+      s = ErrnoStatus(errno, fmt::format("open {}/{}", proc, file));
+      break;
+    }
+    if (::write(fd.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+      s = ErrnoStatus(errno, fmt::format("write {}/{}", proc, file));
+      break;
+    }
+  }
+  UniqueFd ns;
+  if (s.ok()) {
+    ns.Reset(::open((proc + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC));
+    if (!ns) s = ErrnoStatus(errno, fmt::format("open {}/ns/user", proc));
+  }
+  reap();
+  if (!s.ok()) return s;
+  return ns;
+}
+
+// A read-write bind of a host directory, idmapped when its owner is not the sandbox's host id.
+absl::Status AddWritableHostBind(Builder& b, const std::string& source, const std::string& target) {
+  struct stat st;
+  if (::stat(source.c_str(), &st) != 0) return ErrnoStatus(errno, fmt::format("stat {}", source));
+  if (!S_ISDIR(st.st_mode)) return InvalidArgument(fmt::format("{}: not a directory", source));
+  b.Mkdir(target);
+  if (st.st_uid == b.in.host_uid && st.st_gid == b.in.host_gid) {
+    b.Bind(source, target, kReadWrite);
+    return absl::OkStatus();
+  }
+  if (::geteuid() != 0) {
+    return FailedPrecondition(fmt::format(
+        "{} is owned by uid {}, but the sandbox writes as uid {}; give it to uid {} or run as "
+        "root (which maps it with an idmapped mount)",
+        source, st.st_uid, b.in.host_uid, b.in.host_uid));
+  }
+  ASSIGN_OR_RETURN(UniqueFd userns, IdmapUserns(st.st_uid, st.st_gid, b.in.host_uid, b.in.host_gid),
+                   fmt::format("idmap {}", source));
+  UniqueFd mnt(static_cast<int>(::open_tree(AT_FDCWD, source.c_str(),
+                                            OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE)));
+  if (!mnt) return ErrnoStatus(errno, fmt::format("open_tree {}", source));
+  struct mount_attr attr = {};
+  attr.attr_set = MOUNT_ATTR_IDMAP | kReadWrite;
+  attr.userns_fd = static_cast<uint64_t>(userns.get());
+  attr.propagation = MS_PRIVATE;
+  if (::mount_setattr(mnt.get(), "", AT_EMPTY_PATH, &attr, sizeof(attr)) != 0) {
+    return ErrnoStatus(errno, fmt::format("idmapped mount of {} (the file system must support "
+                                          "idmapped mounts)",
+                                          source));
+  }
+  MountOp& op = b.Add(Kind::kBindFd, target);
+  op.fd = mnt.get();
+  b.owned_fds->push_back(std::move(mnt));
+  return absl::OkStatus();
+}
+
+absl::Status AddRootFileSystem(Builder& b) {
+  const spec::SandboxSpec& spec = *b.in.spec;
+  std::string root = spec.rootfs.empty() ? "" : spec.rootfs;
+  std::vector<std::string> entries;
+  if (root.empty()) {
+    for (const char* e : kHostRootEntries) entries.emplace_back(e);
+  } else {
+    DIR* d = ::opendir(root.c_str());
+    if (d == nullptr) return ErrnoStatus(errno, fmt::format("open rootfs {}", root));
+    while (struct dirent* e = ::readdir(d)) {
+      std::string n(e->d_name);
+      if (n == "." || n == "..") continue;
+      bool reserved = false;
+      for (const char* r : kReservedRootEntries) reserved |= n == r;
+      if (!reserved) entries.push_back(n);
+    }
+    ::closedir(d);
+  }
+  for (const std::string& e : entries) {
+    std::string source = root + "/" + e;
+    struct stat st;
+    if (::lstat(source.c_str(), &st) != 0) {
+      if (errno == ENOENT) continue;
+      return ErrnoStatus(errno, fmt::format("stat {}", source));
+    }
+    if (S_ISLNK(st.st_mode)) {
+      char link[4096];
+      ssize_t n = ::readlink(source.c_str(), link, sizeof(link) - 1);
+      if (n < 0) return ErrnoStatus(errno, fmt::format("readlink {}", source));
+      b.Symlink("/" + e, std::string(link, static_cast<size_t>(n)));
+    } else if (S_ISDIR(st.st_mode)) {
+      b.Mkdir("/" + e);
+      b.Bind(source, "/" + e, kReadOnly);
+    } else if (S_ISREG(st.st_mode)) {
+      b.Add(Kind::kFile, "/" + e).mode = 0644;
+      b.Bind(source, "/" + e, kReadOnly);
+    }
+  }
+  // Our own /etc files over the root file system's, and the host's secrets masked.
+  for (const char* f : {"passwd", "group", "hosts", "hostname", "resolv.conf"}) {
+    b.BindSetup(f, fmt::format("/etc/{}", f), true);
+  }
+  for (const char* f : kMaskedFiles) b.BindSetup("empty", f, true);
+  for (const char* d : kMaskedDirs) b.BindSetup("emptydir", d, true);
+  b.Mkdir("/var");
+  b.Symlink("/var/tmp", "/sandbox/tmp");
+  b.Mkdir("/run");
+  return absl::OkStatus();
+}
+
+void AddProcAndDev(Builder& b, int64_t shm_bytes) {
+  b.Mkdir("/proc");
+  MountOp& proc = b.Add(Kind::kProc, "/proc");
+  proc.flags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+  for (const char* f : kMaskedProcFiles) b.BindSetup("empty", f, true);
+  for (const char* d : kMaskedProcDirs) b.BindSetup("emptydir", d, true);
+  b.Add(Kind::kReadOnly, "/proc/sys").attr = kReadOnly;
+
+  b.Tmpfs("/dev", 64 << 10, 256, 0755, false, true);
+  for (const char* dev : kDevices) {
+    std::string target = fmt::format("/dev/{}", dev);
+    b.Add(Kind::kFile, target).mode = 0666;
+    // Device nodes need a mount without nodev; everything else about them stays locked down.
+    b.Bind(fmt::format("/dev/{}", dev), target, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
+  }
+  b.Mkdir("/dev/pts");
+  MountOp& pts = b.Add(Kind::kDevpts, "/dev/pts");
+  pts.flags = MS_NOSUID | MS_NOEXEC;
+  pts.data = "newinstance,ptmxmode=0666,mode=0620";
+  b.Symlink("/dev/ptmx", "pts/ptmx");
+  b.Symlink("/dev/fd", "/proc/self/fd");
+  b.Symlink("/dev/stdin", "/proc/self/fd/0");
+  b.Symlink("/dev/stdout", "/proc/self/fd/1");
+  b.Symlink("/dev/stderr", "/proc/self/fd/2");
+  b.Tmpfs("/dev/shm", shm_bytes, 4096, 01777, false, true);
+}
+
+absl::Status AddSandboxLayout(Builder& b) {
+  const spec::SandboxSpec& spec = *b.in.spec;
+  const spec::Filesystem& fs = spec.filesystem;
+  constexpr int64_t kMiB = 1 << 20;
+  b.Mkdir("/sandbox");
+  if (!fs.workspace.empty()) {
+    RETURN_IF_ERROR(AddWritableHostBind(b, fs.workspace, "/sandbox/workspace"));
+  } else {
+    b.Tmpfs("/sandbox/workspace", fs.workspace_size_mb * kMiB, 262144, 0755, true, false);
+  }
+  b.Tmpfs("/sandbox/artifacts", spec.artifacts.max_size_mb * kMiB, 65536, 0755, true, false);
+  b.Tmpfs("/sandbox/tmp", fs.tmp_size_mb * kMiB, 65536, 01777, true, fs.tmp_noexec);
+  b.Tmpfs("/sandbox/home", fs.home_size_mb * kMiB, 16384, 0755, true, false);
+  b.Mkdir("/sandbox/tools");
+  b.Bind(b.in.tools_dir, "/sandbox/tools", kReadOnly);
+  b.Tmpfs("/sandbox/control", 1 << 20, 64, 0755, false, true);
+  b.WriteFile("/sandbox/control/spec.json", b.in.spec_json);
+  b.Add(Kind::kReadOnly, "/sandbox/control").attr = kReadOnly;
+  b.Mkdir("/tmp");
+  MountOp& tmp = b.Add(Kind::kBindInRoot, "/tmp");
+  tmp.source = "/sandbox/tmp";
+  tmp.attr = kReadWrite | (fs.tmp_noexec ? MOUNT_ATTR_NOEXEC : 0);
+
+  for (const spec::Tmpfs& t : fs.tmpfs) {
+    b.Tmpfs(t.target, t.size_mb * kMiB, t.inodes, 01777, true, t.noexec);
+  }
+  for (const spec::Mount& m : fs.mounts) {
+    if (m.mode == spec::MountMode::kReadWrite) {
+      RETURN_IF_ERROR(AddWritableHostBind(b, m.source, m.target));
+    } else {
+      struct stat st;
+      if (::stat(m.source.c_str(), &st) != 0) {
+        return ErrnoStatus(errno, fmt::format("mount source {}", m.source));
+      }
+      if (S_ISDIR(st.st_mode)) {
+        b.Mkdir(m.target);
+      } else {
+        std::string parent = m.target.substr(0, m.target.rfind('/'));
+        if (!parent.empty()) b.Mkdir(parent);
+        b.Add(Kind::kFile, m.target).mode = 0644;
+      }
+      b.Bind(m.source, m.target, kReadOnly);
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string FilterIdFile(const std::string& content, uint32_t keep_below, const std::string& line) {
+  std::istringstream in(content);
+  std::string out, l;
+  while (std::getline(in, l)) {
+    // name:x:id:...  keep system accounts only; host users stay private.
+    size_t a = l.find(':');
+    size_t b = a == std::string::npos ? a : l.find(':', a + 1);
+    if (b == std::string::npos) continue;
+    long id = std::strtol(l.c_str() + b + 1, nullptr, 10);
+    if (id < static_cast<long>(keep_below) || id == 65534) out += l + "\n";
+  }
+  return out + line;
+}
+
+}  // namespace
+
+namespace {
+
+// The files bound over the root file system's /etc.
+void AddGeneratedFiles(Builder& b) {
+  const spec::SandboxSpec& spec = *b.in.spec;
+  std::string etc = spec.rootfs.empty() ? "/etc" : spec.rootfs + "/etc";
+  std::string passwd = ReadFile(etc + "/passwd").value_or("");
+  std::string group = ReadFile(etc + "/group").value_or("");
+  std::string setup = kSetupDir;
+  b.WriteFile(setup + "/passwd",
+              FilterIdFile(passwd, 1000,
+                           fmt::format("sandbox:x:{}:{}:sandbox:/sandbox/home:/bin/sh\n",
+                                       spec.user.uid, spec.user.gid)));
+  b.WriteFile(setup + "/group",
+              FilterIdFile(group, 1000, fmt::format("sandbox:x:{}:\n", spec.user.gid)));
+  b.WriteFile(setup + "/hosts",
+              fmt::format("127.0.0.1\tlocalhost {0}\n::1\tlocalhost ip6-localhost {0}\n",
+                          spec.hostname));
+  b.WriteFile(setup + "/hostname", spec.hostname + "\n");
+  // No resolver: names are resolved by the egress proxy, never inside the sandbox.
+  b.WriteFile(setup + "/resolv.conf", "");
+  b.WriteFile(setup + "/empty", "", 0444);
+  b.Mkdir(setup + "/emptydir", 0555);
+}
+
+}  // namespace
+
+absl::StatusOr<SetupPlan> BuildPlan(const PlanInputs& in, std::vector<UniqueFd>* owned_fds) {
+  const spec::SandboxSpec& spec = *in.spec;
+  Builder b{SetupPlan{}, in, owned_fds};
+  SetupPlan& p = b.plan;
+  p.uid = spec.user.uid;
+  p.gid = spec.user.gid;
+  p.hostname = spec.hostname;
+  p.read_only_root = spec.filesystem.read_only_root;
+  p.staging_dir = in.run_dir + "/root";
+  // A read-only root holds only mount points; a writable one (level 1) takes files too.
+  int64_t root_size = p.read_only_root ? (1 << 20) : spec.filesystem.tmp_size_mb << 20;
+  // Mounted before we take the sandbox's ids, so the owner is given explicitly: the mount
+  // points are created as the sandbox user.
+  p.staging_options = fmt::format("size={},nr_inodes={},mode=755,uid={},gid={}", root_size,
+                                  p.read_only_root ? 4096 : 65536, p.uid, p.gid);
+  b.Tmpfs(kSetupDir, 1 << 20, 256, 0755, false, true);
+  AddGeneratedFiles(b);
+  RETURN_IF_ERROR(AddRootFileSystem(b));
+  AddProcAndDev(b, std::min<int64_t>(spec.resources.memory_mb, 64) << 20);
+  RETURN_IF_ERROR(AddSandboxLayout(b));
+  b.Add(Kind::kUnmount, kSetupDir);
+  b.Add(Kind::kRmdir, kSetupDir);
+
+  p.landlock_abi = in.landlock_abi;
+  if (p.landlock_abi > 0) {
+    p.landlock_writable = {"/sandbox/workspace", "/sandbox/artifacts", "/sandbox/tmp",
+                           "/sandbox/home", "/dev/shm"};
+    for (const spec::Mount& m : spec.filesystem.mounts) {
+      if (m.mode == spec::MountMode::kReadWrite) p.landlock_writable.push_back(m.target);
+    }
+    for (const spec::Tmpfs& t : spec.filesystem.tmpfs) p.landlock_writable.push_back(t.target);
+    for (const char* dev : kDevices) p.landlock_devices.push_back(fmt::format("/dev/{}", dev));
+    p.landlock_devices.push_back("/dev/pts");
+  }
+  p.init_path = "/sandbox/tools/airlock-init";
+  return std::move(b.plan);
+}
+
+}  // namespace airlock::engine::internal

@@ -1,0 +1,238 @@
+#include "engine/internal/seccomp.h"
+
+#include <errno.h>
+#include <linux/sched.h>
+#include <seccomp.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <memory>
+
+#include "common/files.h"
+#include "common/status.h"
+#include "common/unique_fd.h"
+#include "fmt/format.h"
+
+namespace airlock::engine::internal {
+namespace {
+
+// Everything ordinary programs (shells, coreutils, python3, gcc, git, node, make, JVMs) use.
+// Names unknown on an architecture are skipped.
+constexpr const char* kAllowed[] = {
+    // files and descriptors
+    "read", "write", "readv", "writev", "pread64", "pwrite64", "preadv", "pwritev", "preadv2",
+    "pwritev2", "open", "openat", "openat2", "creat", "close", "close_range", "lseek", "_llseek",
+    "dup", "dup2", "dup3", "fcntl", "fcntl64", "flock", "fsync", "fdatasync", "sync", "syncfs",
+    "sync_file_range", "truncate", "ftruncate", "fallocate", "fadvise64", "readahead",
+    "sendfile", "sendfile64", "splice", "tee", "vmsplice", "copy_file_range", "pipe", "pipe2",
+    "stat", "fstat", "lstat", "newfstatat", "fstatat64", "statx", "statfs", "fstatfs", "statfs64",
+    "fstatfs64", "ustat", "access", "faccessat", "faccessat2", "readlink", "readlinkat",
+    "getdents", "getdents64", "getcwd", "chdir", "fchdir", "mkdir", "mkdirat", "rmdir", "rename",
+    "renameat", "renameat2", "link", "linkat", "unlink", "unlinkat", "symlink", "symlinkat",
+    "chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat", "umask",
+    "utime", "utimes", "utimensat", "futimesat", "mknod", "mknodat", "getxattr", "lgetxattr",
+    "fgetxattr", "listxattr", "llistxattr", "flistxattr", "setxattr", "lsetxattr", "fsetxattr",
+    "removexattr", "lremovexattr", "fremovexattr", "inotify_init", "inotify_init1",
+    "inotify_add_watch", "inotify_rm_watch", "select", "_newselect", "pselect6", "poll", "ppoll",
+    "epoll_create", "epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "epoll_pwait2",
+    "eventfd", "eventfd2", "signalfd", "signalfd4", "timerfd_create", "timerfd_settime",
+    "timerfd_gettime", "memfd_create", "io_setup", "io_destroy", "io_submit", "io_getevents",
+    "io_cancel", "io_pgetevents", "cachestat",
+    // memory
+    "mmap", "mmap2", "munmap", "mprotect", "mremap", "msync", "mincore", "madvise", "mlock",
+    "mlock2", "munlock", "mlockall", "munlockall", "brk", "membarrier", "remap_file_pages",
+    "get_mempolicy", "set_mempolicy", "mbind", "pkey_alloc", "pkey_free", "pkey_mprotect",
+    "map_shadow_stack", "mseal",
+    // processes and threads (clone, unshare and personality are filtered by argument below)
+    "fork", "vfork", "execve", "execveat", "exit", "exit_group", "wait4", "waitid", "waitpid",
+    "kill", "tkill", "tgkill", "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "rt_sigsuspend",
+    "rt_sigpending", "rt_sigtimedwait", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "sigaltstack",
+    "sigreturn", "pause", "alarm", "getpid", "getppid", "gettid", "getpgid", "getpgrp", "setpgid",
+    "getsid", "setsid", "getuid", "geteuid", "getgid", "getegid", "getresuid", "getresgid",
+    "getgroups", "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid",
+    "setgroups", "setfsuid", "setfsgid", "capget", "capset", "prctl", "arch_prctl",
+    "set_tid_address", "set_robust_list", "get_robust_list", "futex", "futex_waitv",
+    "futex_wake", "futex_wait", "futex_requeue", "rseq", "sched_yield", "sched_getaffinity",
+    "sched_setaffinity", "sched_getparam", "sched_setparam", "sched_getscheduler",
+    "sched_setscheduler", "sched_get_priority_max", "sched_get_priority_min",
+    "sched_rr_get_interval", "sched_getattr", "sched_setattr", "getpriority", "setpriority",
+    "getrlimit", "setrlimit", "prlimit64", "ugetrlimit", "getrusage", "times", "uname", "sysinfo",
+    "getrandom", "getcpu", "nanosleep", "clock_nanosleep", "clock_gettime", "clock_getres",
+    "gettimeofday", "time", "timer_create", "timer_settime", "timer_gettime",
+    "timer_getoverrun", "timer_delete", "setitimer", "getitimer", "ioprio_get", "ioprio_set",
+    "pidfd_open", "pidfd_send_signal", "landlock_create_ruleset", "landlock_add_rule",
+    "landlock_restrict_self",
+    // sockets (socket itself is filtered by family below)
+    "socketpair", "bind", "listen", "accept", "accept4", "connect", "getsockname",
+    "getpeername", "sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg", "shutdown",
+    "setsockopt", "getsockopt",
+    // System V and POSIX IPC (private to the sandbox's IPC namespace)
+    "shmget", "shmat", "shmdt", "shmctl", "semget", "semop", "semtimedop", "semctl", "msgget",
+    "msgsnd", "msgrcv", "msgctl", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive",
+    "mq_notify", "mq_getsetattr",
+};
+
+// Denied with EPERM whatever the spec says: escaping the namespaces, reaching the kernel's
+// shared state, observing or tampering with other processes.
+constexpr const char* kDeniedEperm[] = {
+    "ptrace", "process_vm_readv", "process_vm_writev", "process_madvise", "pidfd_getfd", "kcmp",
+    "bpf", "perf_event_open", "userfaultfd", "keyctl", "add_key", "request_key", "mount",
+    "umount", "umount2", "pivot_root", "chroot", "fsopen", "fsconfig", "fsmount", "fspick",
+    "move_mount", "open_tree", "mount_setattr", "statmount", "listmount", "setns",
+    "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "reboot",
+    "swapon", "swapoff", "acct", "quotactl", "quotactl_fd", "open_by_handle_at",
+    "name_to_handle_at", "lookup_dcookie", "syslog", "vhangup", "iopl", "ioperm", "modify_ldt",
+    "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "stime", "sethostname",
+    "setdomainname", "fanotify_init", "nfsservctl", "uselib", "create_module",
+    "get_kernel_syms", "query_module", "_sysctl", "migrate_pages", "move_pages", "vm86",
+    "vm86old", "memfd_secret", "lsm_get_self_attr", "lsm_set_self_attr", "lsm_list_modules",
+};
+
+// Denied with ENOSYS so that libraries fall back: clone3 (its flags live in memory a filter
+// cannot read; glibc then uses clone, whose flags it can) and io_uring (its operations bypass
+// seccomp entirely).
+constexpr const char* kDeniedEnosys[] = {
+    "clone3", "io_uring_setup", "io_uring_enter", "io_uring_register",
+};
+
+// Namespace flags that clone/unshare may not use.
+constexpr uint64_t kCloneNamespaceFlags = CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS |
+                                          CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID |
+                                          CLONE_NEWNET;
+constexpr uint64_t kUnshareNamespaceFlags = kCloneNamespaceFlags | 0x00000080 /*CLONE_NEWTIME*/;
+
+constexpr uint64_t kSeccompNewListener = 1u << 3;  // SECCOMP_FILTER_FLAG_NEW_LISTENER
+
+struct CtxDeleter {
+  void operator()(void* ctx) const { seccomp_release(ctx); }
+};
+using Ctx = std::unique_ptr<void, CtxDeleter>;
+
+class Builder {
+ public:
+  explicit Builder(scmp_filter_ctx ctx) : ctx_(ctx) {}
+
+  // Adds a rule for `name`; names the architecture does not have are skipped.
+  void Add(uint32_t action, const char* name, std::initializer_list<scmp_arg_cmp> args = {}) {
+    int nr = seccomp_syscall_resolve_name(name);
+    if (nr == __NR_SCMP_ERROR) return;
+    int rc = seccomp_rule_add_array(ctx_, action, nr, static_cast<unsigned>(args.size()),
+                                    args.size() ? args.begin() : nullptr);
+    if (rc != 0 && status_.ok()) {
+      status_ = Internal(fmt::format("seccomp rule for {}: {}", name, std::strerror(-rc)));
+    }
+  }
+
+  // Allows `name` unless the low 32 bits of argument `arg` are one of `denied` (which get
+  // EPERM). libseccomp 2.5 takes one comparison per argument and rule, and an unconditional
+  // rule would override the conditional ones, so the allowed set is written as disjoint
+  // rules: one per bit where the denied values agree (that bit differs, so the value cannot be
+  // denied) and one per combination of the bits where they differ that is not itself denied.
+  void AllowExceptLow32(const char* name, unsigned arg, std::initializer_list<uint32_t> denied) {
+    uint32_t same = ~0u;
+    for (uint32_t v : denied) same &= ~(v ^ *denied.begin());
+    const uint32_t common = *denied.begin() & same;
+    for (int bit = 0; bit < 32; ++bit) {
+      uint32_t b = 1u << bit;
+      if (!(same & b)) continue;
+      Add(SCMP_ACT_ALLOW, name, {SCMP_CMP64(arg, SCMP_CMP_MASKED_EQ, b, (~common) & b)});
+    }
+    const uint32_t varying = ~same;
+    // Enumerate the subsets of the varying bits (few: the denied values are close together).
+    for (uint32_t sub = varying;; sub = (sub - 1) & varying) {
+      uint32_t value = common | sub;
+      bool is_denied = false;
+      for (uint32_t v : denied) is_denied |= v == value;
+      if (!is_denied) {
+        Add(SCMP_ACT_ALLOW, name, {SCMP_CMP64(arg, SCMP_CMP_MASKED_EQ, 0xffffffffu, value)});
+      }
+      if (sub == 0) break;
+    }
+    for (uint32_t v : denied) {
+      Add(SCMP_ACT_ERRNO(EPERM), name, {SCMP_CMP64(arg, SCMP_CMP_MASKED_EQ, 0xffffffffu, v)});
+    }
+  }
+
+  // Allows `name` when none of `flags` is set in argument `arg`; EPERM when any is.
+  void AllowWithoutFlags(const char* name, unsigned arg, uint64_t flags) {
+    Add(SCMP_ACT_ALLOW, name, {SCMP_CMP64(arg, SCMP_CMP_MASKED_EQ, flags, 0)});
+    for (int bit = 0; bit < 64; ++bit) {
+      uint64_t b = uint64_t{1} << bit;
+      if (flags & b) Add(SCMP_ACT_ERRNO(EPERM), name, {SCMP_CMP64(arg, SCMP_CMP_MASKED_EQ, b, b)});
+    }
+  }
+
+  const absl::Status& status() const { return status_; }
+
+ private:
+  scmp_filter_ctx ctx_;
+  absl::Status status_;
+};
+
+}  // namespace
+
+const std::vector<std::string>& AlwaysDeniedSyscalls() {
+  static const std::vector<std::string>* names = [] {
+    auto* v = new std::vector<std::string>();
+    for (const char* n : kDeniedEperm) v->emplace_back(n);
+    for (const char* n : kDeniedEnosys) v->emplace_back(n);
+    return v;
+  }();
+  return *names;
+}
+
+absl::StatusOr<std::string> BuildSeccompFilter() {
+  Ctx ctx(seccomp_init(SCMP_ACT_KILL_PROCESS));
+  if (!ctx) return Internal("seccomp_init failed");
+  // Anything not for the native architecture (int 0x80 on x86-64, x32) is killed.
+  if (seccomp_attr_set(ctx.get(), SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS) != 0 ||
+      seccomp_attr_set(ctx.get(), SCMP_FLTATR_CTL_NNP, 0) != 0) {
+    return Internal("seccomp_attr_set failed");
+  }
+  Builder b(ctx.get());
+  for (const char* name : kAllowed) b.Add(SCMP_ACT_ALLOW, name);
+  for (const char* name : kDeniedEperm) b.Add(SCMP_ACT_ERRNO(EPERM), name);
+  for (const char* name : kDeniedEnosys) b.Add(SCMP_ACT_ERRNO(ENOSYS), name);
+
+  // Terminal injection into whatever terminal is reachable (CVE-2017-5226), with the upper
+  // 32 bits of the request ignored as the kernel ignores them (CVE-2019-10063).
+  b.AllowExceptLow32("ioctl", 1, {TIOCSTI, TIOCLINUX});
+  b.AllowWithoutFlags("clone", 0, kCloneNamespaceFlags);
+  b.AllowWithoutFlags("unshare", 0, kUnshareNamespaceFlags);
+  // A second seccomp listener would let sandboxed code supervise (and forge answers for) its
+  // own children; plain filters can only restrict further and stay allowed.
+  b.AllowWithoutFlags("seccomp", 1, kSeccompNewListener);
+  // personality: the query (0xffffffff) and PER_LINUX only; changes fall to the default kill.
+  b.Add(SCMP_ACT_ALLOW, "personality", {SCMP_CMP64(0, SCMP_CMP_MASKED_EQ, 0xffffffffu, 0)});
+  b.Add(SCMP_ACT_ALLOW, "personality",
+        {SCMP_CMP64(0, SCMP_CMP_MASKED_EQ, 0xffffffffu, 0xffffffffu)});
+  // Sockets: unix, IP, and netlink route (for getaddrinfo and `ip addr`); every other family
+  // from 0 to 63 answers EAFNOSUPPORT, and any other value is killed.
+  for (int family : {AF_UNIX, AF_INET, AF_INET6}) {
+    b.Add(SCMP_ACT_ALLOW, "socket", {SCMP_A0_32(SCMP_CMP_EQ, static_cast<uint32_t>(family))});
+  }
+  b.Add(SCMP_ACT_ALLOW, "socket",
+        {SCMP_A0_32(SCMP_CMP_EQ, AF_NETLINK), SCMP_A2_32(SCMP_CMP_EQ, 0 /*NETLINK_ROUTE*/)});
+  b.Add(SCMP_ACT_ERRNO(EPERM), "socket",
+        {SCMP_A0_32(SCMP_CMP_EQ, AF_NETLINK), SCMP_A2_32(SCMP_CMP_NE, 0)});
+  for (uint32_t family = 0; family < 64; ++family) {
+    if (family == AF_UNIX || family == AF_INET || family == AF_INET6 || family == AF_NETLINK) {
+      continue;
+    }
+    b.Add(SCMP_ACT_ERRNO(EAFNOSUPPORT), "socket", {SCMP_A0_32(SCMP_CMP_EQ, family)});
+  }
+  RETURN_IF_ERROR(b.status());
+
+  UniqueFd mem(memfd_create("airlock-seccomp", MFD_CLOEXEC));
+  if (!mem) return ErrnoStatus(errno, "memfd_create");
+  if (int rc = seccomp_export_bpf(ctx.get(), mem.get()); rc != 0) {
+    return Internal(fmt::format("seccomp_export_bpf: {}", std::strerror(-rc)));
+  }
+  ASSIGN_OR_RETURN(std::string bpf, ReadFile(fmt::format("/proc/self/fd/{}", mem.get())));
+  if (bpf.empty() || bpf.size() % 8 != 0) return Internal("seccomp filter has an odd size");
+  return bpf;
+}
+
+}  // namespace airlock::engine::internal

@@ -1,0 +1,24 @@
+// The seccomp-bpf filter of sandboxed commands, built with libseccomp on the host side.
+#ifndef AIRLOCK_ENGINE_INTERNAL_SECCOMP_H_
+#define AIRLOCK_ENGINE_INTERNAL_SECCOMP_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace airlock::engine::internal {
+
+// The default profile as a raw BPF program (struct sock_filter[]) for the native architecture:
+// an allowlist of what shells, compilers, interpreters and build tools need, the always-denied
+// operations answered with an errno, and SECCOMP_RET_KILL_PROCESS for everything else
+// (including foreign-architecture and x32 system calls).
+absl::StatusOr<std::string> BuildSeccompFilter();
+
+// Names of the system calls that are always denied, whatever the spec says (for docs and
+// for the supervisor's "cannot re-allow" check).
+const std::vector<std::string>& AlwaysDeniedSyscalls();
+
+}  // namespace airlock::engine::internal
+
+#endif  // AIRLOCK_ENGINE_INTERNAL_SECCOMP_H_

@@ -1,0 +1,125 @@
+// The native backend (levels 1 and 2): a sandbox made of Linux namespaces, a read-only root,
+// cgroups, Landlock, dropped capabilities and a seccomp filter, with airlock-init as PID 1.
+//
+//   ASSIGN_OR_RETURN(auto sandbox, NativeSandbox::Create(options));
+//   ASSIGN_OR_RETURN(CommandResult r, sandbox->Exec({.argv = {"make", "test"}}, {}));
+//   RETURN_IF_ERROR(sandbox->Destroy());
+//
+// Create fails with a Status naming the setup step when the sandbox cannot be built, and with
+// FailedPrecondition when the host lacks a protection the spec requires (unless the caller
+// named it in allow_degraded; it is then listed in every CommandResult's `degraded`).
+// A command's outcome is a CommandResult, never an error; Exec returns an error only when
+// airlock itself fails. Not thread-safe: one Exec at a time per sandbox. Must be created from
+// a process whose other threads do not hold locks the child could need (the child only makes
+// system calls until it execs).
+#ifndef AIRLOCK_ENGINE_NATIVE_SANDBOX_H_
+#define AIRLOCK_ENGINE_NATIVE_SANDBOX_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "command/command.h"
+#include "common/ids.h"
+#include "common/unique_fd.h"
+#include "engine/cgroup.h"
+#include "spec/sandbox_spec.h"
+
+namespace airlock::engine {
+
+// Protections a caller may allow to be missing, by name. Anything else missing is an error.
+inline constexpr const char* kDegradableProtections[] = {
+    "landlock", "cgroup-memory", "cgroup-pids", "cgroup-cpu", "swap-accounting",
+};
+
+struct SandboxOptions {
+  spec::SandboxSpec spec;  // effective and validated (spec/parse.h)
+  // Where airlock-init (and the other in-sandbox tools) live; bound at /sandbox/tools.
+  std::string tools_dir;
+  // Host directory for per-sandbox private state (generated /etc files, the root mount point,
+  // kept logs). Default: /run/airlock as root, $XDG_RUNTIME_DIR/airlock (or /tmp/airlock-UID).
+  std::string run_dir_base;
+  // Where raw logs are kept (CommandResult.raw_log). Default: <run dir>/logs, which goes away
+  // with the sandbox; callers that keep logs set a durable directory.
+  std::string log_dir;
+  CgroupDriver* cgroups = nullptr;  // not owned; required
+  std::vector<std::string> allow_degraded;
+  // First host uid/gid of the ids sandboxes run as when airlock runs as root (host id =
+  // base + spec.user.uid). Unprivileged callers map their own uid/gid instead.
+  uint32_t host_id_base = 1000000000;
+};
+
+struct ExecOptions {
+  // Explicit secret values to redact from previews and raw logs (on top of the detectors).
+  std::vector<std::string> secrets;
+  // Leave processes the command started in the background running after it exits (they stay
+  // in the sandbox, limited by its cgroup). Default: the command's whole tree is killed.
+  bool keep_background = false;
+};
+
+// Where the time of Create and Exec went (for the benchmark's breakdown).
+struct Timings {
+  std::chrono::microseconds prepare{0};   // plan, generated files, cgroups, seccomp
+  std::chrono::microseconds clone{0};     // clone3 + uid/gid maps + cgroup attach
+  std::chrono::microseconds setup{0};     // child: mounts, pivot, Landlock ... exec of init
+  std::chrono::microseconds init_ready{0};
+  std::chrono::microseconds spawn{0};     // spawn request to the command's start
+  std::chrono::microseconds run{0};       // command start to exit and output drained
+  std::chrono::microseconds finish{0};    // accounting, redaction, report
+  std::chrono::microseconds destroy{0};
+};
+
+class NativeSandbox {
+ public:
+  static absl::StatusOr<std::unique_ptr<NativeSandbox>> Create(SandboxOptions options);
+  ~NativeSandbox();  // Destroy(), logging a failure
+  NativeSandbox(const NativeSandbox&) = delete;
+  NativeSandbox& operator=(const NativeSandbox&) = delete;
+
+  const SandboxId& id() const { return id_; }
+  const std::vector<std::string>& degraded() const { return degraded_; }
+  const Timings& timings() const { return timings_; }
+  // The host pid of airlock-init (for tests and the reaper).
+  pid_t init_pid() const { return init_pid_; }
+  const std::string& run_dir() const { return run_dir_; }
+  Cgroup& cgroup() { return *cgroup_; }
+
+  absl::StatusOr<CommandResult> Exec(const CommandSpec& command, const ExecOptions& options);
+
+  // Kills every process of the sandbox and removes its cgroups and files. Idempotent.
+  absl::Status Destroy();
+
+ private:
+  struct Setup;
+  NativeSandbox() = default;
+  absl::Status Start(Setup& setup);
+  absl::Status WaitReady(std::chrono::milliseconds timeout);
+
+  SandboxOptions options_;
+  SandboxId id_;
+  std::string run_dir_;
+  std::string log_dir_;
+  std::vector<std::string> degraded_;
+  std::unique_ptr<Cgroup> cgroup_;
+  std::unique_ptr<Cgroup> init_cgroup_;
+  std::string seccomp_filter_;
+  UniqueFd control_;  // our end of airlock-init's control socket
+  UniqueFd init_pidfd_;
+  pid_t init_pid_ = -1;
+  int next_command_ = 1;
+  bool destroyed_ = false;
+  Timings timings_;
+};
+
+// Where the built airlock-init and tools are: $AIRLOCK_TOOLS_DIR, else ../tools or
+// ../libexec/airlock next to the running binary.
+std::string DefaultToolsDir();
+
+}  // namespace airlock::engine
+
+#endif  // AIRLOCK_ENGINE_NATIVE_SANDBOX_H_

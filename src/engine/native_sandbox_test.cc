@@ -1,0 +1,209 @@
+// Functional tests of the native backend: what a command sees and gets back.
+#include "engine/native_sandbox.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/files.h"
+#include "engine/testing/sandbox_fixture.h"
+#include "fmt/format.h"
+
+namespace airlock::engine {
+namespace {
+
+using testing::SandboxTest;
+
+class NativeSandboxTest : public SandboxTest {};
+
+TEST_F(NativeSandboxTest, RunsACommandAndCapturesOutput) {
+  CommandResult r = Shell("echo hello; echo oops >&2; exit 3");
+  EXPECT_EQ(r.classification, Classification::kExitNonzero);
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_EQ(r.stdout_preview, "hello\n");
+  EXPECT_EQ(r.stderr_preview, "oops\n");
+  EXPECT_EQ(r.stdout_bytes, 6);
+  EXPECT_EQ(r.stdout_sha256, "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03");
+  EXPECT_FALSE(r.truncated);
+  EXPECT_TRUE(r.degraded.empty());
+}
+
+TEST_F(NativeSandboxTest, SuccessIsOk) {
+  CommandResult r = RunOnce({"true"});
+  EXPECT_EQ(r.classification, Classification::kOk);
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.signal, 0);
+}
+
+TEST_F(NativeSandboxTest, IdentityAndLayout) {
+  CommandResult r = Shell(
+      "id; hostname; pwd; echo $HOME $TMPDIR; ls -d /sandbox/*; "
+      "stat -c '%a %U' /sandbox/workspace /sandbox/tmp /sandbox/home; readlink /tmp || mount | "
+      "grep -c ' /tmp '");
+  EXPECT_EQ(r.classification, Classification::kOk) << r.stderr_preview;
+  EXPECT_EQ(r.stdout_preview,
+            "uid=10001(sandbox) gid=10001(sandbox) groups=10001(sandbox)\n"
+            "sandbox\n/sandbox/workspace\n/sandbox/home /sandbox/tmp\n"
+            "/sandbox/artifacts\n/sandbox/control\n/sandbox/home\n/sandbox/tmp\n/sandbox/tools\n"
+            "/sandbox/workspace\n"
+            "755 sandbox\n1777 sandbox\n755 sandbox\n1\n");
+}
+
+TEST_F(NativeSandboxTest, EnvironmentIsMinimalPlusExplicit) {
+  spec::SandboxSpec s = TestSpec();
+  s.env["FROM_SPEC"] = "1";
+  auto sandbox = Create(s);
+  ASSERT_NE(sandbox, nullptr);
+  setenv("HOST_SECRET", "do-not-leak", 1);
+  auto r = sandbox->Exec({.argv = {"env"}, .env = {{"FROM_COMMAND", "2"}}}, {});
+  unsetenv("HOST_SECRET");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->stdout_preview,
+            "AGENT_SANDBOX=true\nCI=true\nFROM_COMMAND=2\nFROM_SPEC=1\nHOME=/sandbox/home\n"
+            "LANG=C.UTF-8\nPATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"
+            "TMPDIR=/sandbox/tmp\n");
+  DestroyAndCheckGone(std::move(sandbox));
+}
+
+TEST_F(NativeSandboxTest, StdinWorkdirAndSeveralCommands) {
+  auto sandbox = Create(TestSpec());
+  ASSERT_NE(sandbox, nullptr);
+  auto r1 = sandbox->Exec({.argv = {"sh", "-c", "cat > data; mkdir sub"}, .stdin_data = "payload"}, {});
+  ASSERT_TRUE(r1.ok()) << r1.status();
+  EXPECT_EQ(r1->classification, Classification::kOk) << r1->stderr_preview;
+  auto r2 = sandbox->Exec({.argv = {"sh", "-c", "pwd; cat ../data"}, .workdir = "/sandbox/workspace/sub"}, {});
+  ASSERT_TRUE(r2.ok());
+  EXPECT_EQ(r2->stdout_preview, "/sandbox/workspace/sub\npayload");
+  auto r3 = sandbox->Exec({.argv = {"pwd"}, .workdir = "/nonexistent"}, {});
+  ASSERT_TRUE(r3.ok());
+  EXPECT_EQ(r3->classification, Classification::kSandboxError);
+  EXPECT_NE(r3->error.find("workdir"), std::string::npos) << r3->error;
+  DestroyAndCheckGone(std::move(sandbox));
+}
+
+TEST_F(NativeSandboxTest, CommandNotFoundIs127) {
+  CommandResult r = RunOnce({"no-such-program"});
+  EXPECT_EQ(r.classification, Classification::kExitNonzero);
+  EXPECT_EQ(r.exit_code, 127);
+  EXPECT_NE(r.stderr_preview.find("cannot run no-such-program: No such file or directory"),
+            std::string::npos)
+      << r.stderr_preview;
+}
+
+TEST_F(NativeSandboxTest, HostWorkspaceIsWritableAndOwnedByItsOwner) {
+  char tmpl[] = "/tmp/airlock-ws-XXXXXX";
+  std::string ws = mkdtemp(tmpl);
+  ASSERT_TRUE(WriteFileAtomic(ws + "/input.txt", "from host\n").ok());
+  spec::SandboxSpec s = TestSpec();
+  s.filesystem.workspace = ws;
+  CommandResult r = Shell("true");  // warm-up keeps the next assertion focused
+  auto sandbox = Create(s);
+  ASSERT_NE(sandbox, nullptr);
+  auto out = sandbox->Exec({.argv = {"sh", "-c", "cat input.txt; echo made > output.txt; stat -c %U input.txt"}}, {});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->classification, Classification::kOk) << out->stderr_preview;
+  EXPECT_EQ(out->stdout_preview, "from host\nsandbox\n");
+  DestroyAndCheckGone(std::move(sandbox));
+  EXPECT_EQ(*ReadFile(ws + "/output.txt"), "made\n");
+  struct stat st;
+  ASSERT_EQ(stat((ws + "/output.txt").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u) << "files the sandbox creates belong to the workspace's owner";
+  ASSERT_TRUE(RemoveTree(ws).ok());
+}
+
+TEST_F(NativeSandboxTest, ReadOnlyMountAndExtraTmpfs) {
+  char tmpl[] = "/tmp/airlock-ro-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  ASSERT_EQ(chmod(dir.c_str(), 0755), 0);  // the sandbox user is "other" to host files
+  ASSERT_TRUE(WriteFileAtomic(dir + "/f", "ro data").ok());
+  spec::SandboxSpec s = TestSpec();
+  s.filesystem.mounts.push_back({dir, "/opt/data", spec::MountMode::kReadOnly});
+  s.filesystem.tmpfs.push_back({"/scratch", 1, 64, true});
+  auto sandbox = Create(s);
+  ASSERT_NE(sandbox, nullptr);
+  auto r = sandbox->Exec({.argv = {"sh", "-c",
+                                   "cat /opt/data/f; echo; touch /opt/data/g 2>&1 | grep -o "
+                                   "'Read-only file system'; echo x > /scratch/y && cat /scratch/y"}},
+                         {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->stdout_preview, "ro data\nRead-only file system\nx\n") << r->stderr_preview;
+  DestroyAndCheckGone(std::move(sandbox));
+  ASSERT_TRUE(RemoveTree(dir).ok());
+}
+
+TEST_F(NativeSandboxTest, Level1HasAWritableRootAndNoLandlock) {
+  spec::SandboxSpec s = TestSpec();
+  s.level = spec::Level::kBasic;
+  s.filesystem.read_only_root = false;
+  CommandResult r = RunOnce(s, {"sh", "-c", "echo x > /newfile && cat /newfile; touch /usr/x 2>&1 | grep -c Read-only"});
+  EXPECT_EQ(r.stdout_preview, "x\n1\n") << r.stderr_preview;
+}
+
+TEST_F(NativeSandboxTest, UsageIsReported) {
+  CommandResult r = RunOnce({"python3", "-c", "b = bytearray(64 << 20); sum(range(3000000))"});
+  EXPECT_EQ(r.classification, Classification::kOk) << r.stderr_preview;
+  EXPECT_GT(r.usage.memory_peak_bytes, 64 << 20);
+  EXPECT_GT(r.usage.cpu_user_ms + r.usage.cpu_system_ms, 10);
+  EXPECT_GE(r.usage.pids_peak, 1);
+}
+
+TEST_F(NativeSandboxTest, MissingMountSourceIsAClearError) {
+  spec::SandboxSpec s = TestSpec();
+  s.filesystem.mounts.push_back({"/does/not/exist", "/opt/x", spec::MountMode::kReadOnly});
+  auto sandbox = TryCreate(s);
+  ASSERT_FALSE(sandbox.ok());
+  EXPECT_NE(sandbox.status().ToString().find("/does/not/exist"), std::string::npos)
+      << sandbox.status();
+}
+
+TEST_F(NativeSandboxTest, UnknownDegradedProtectionIsRejected) {
+  auto sandbox = TryCreate(TestSpec(), {"seccomp"});
+  ASSERT_FALSE(sandbox.ok());
+  EXPECT_EQ(sandbox.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(sandbox.status().ToString().find("unknown protection \"seccomp\""), std::string::npos);
+}
+
+TEST_F(NativeSandboxTest, UnsupportedSpecFeaturesFailClosed) {
+  spec::SandboxSpec s = TestSpec();
+  s.network.profile = spec::NetworkProfile::kOpen;
+  auto sandbox = TryCreate(s);
+  ASSERT_FALSE(sandbox.ok());
+  EXPECT_EQ(sandbox.status().code(), absl::StatusCode::kFailedPrecondition);
+  s = TestSpec();
+  s.level = spec::Level::kGvisor;
+  EXPECT_EQ(TryCreate(s).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(NativeSandboxTest, OutputLimitKillsWhenAsked) {
+  spec::SandboxSpec s = TestSpec();
+  s.resources.max_log_bytes = 1 << 16;
+  s.resources.output_limit_action = spec::OutputLimitAction::kKill;
+  CommandResult r = RunOnce(s, {"sh", "-c", "yes"});
+  EXPECT_EQ(r.classification, Classification::kOutputLimit);
+  EXPECT_TRUE(r.truncated);
+  EXPECT_GE(r.stdout_bytes, 1 << 16);
+}
+
+TEST_F(NativeSandboxTest, CpuTimeLimit) {
+  spec::SandboxSpec s = TestSpec();
+  s.resources.cpu_time_seconds = 1;
+  CommandResult r = RunOnce(s, {"sh", "-c", "while :; do :; done"});
+  EXPECT_EQ(r.classification, Classification::kCommandTimeout);
+  EXPECT_LT(r.duration_ms, 5000);
+}
+
+TEST_F(NativeSandboxTest, KeepBackgroundLeavesServersRunningBetweenCommands) {
+  auto sandbox = Create(TestSpec());
+  ASSERT_NE(sandbox, nullptr);
+  auto r1 = sandbox->Exec({.argv = {"sh", "-c", "sleep 100 > /dev/null 2>&1 & echo started"}},
+                          {.keep_background = true});
+  ASSERT_TRUE(r1.ok());
+  EXPECT_EQ(r1->stdout_preview, "started\n");
+  auto r2 = sandbox->Exec({.argv = {"sh", "-c", "pgrep -c sleep"}}, {});
+  ASSERT_TRUE(r2.ok());
+  EXPECT_EQ(r2->stdout_preview, "1\n");
+  DestroyAndCheckGone(std::move(sandbox));
+}
+
+}  // namespace
+}  // namespace airlock::engine

@@ -1,0 +1,275 @@
+// Escape tests: each test is one attack from inside a level-2 sandbox, and the exact outcome
+// airlock guarantees. After every sandbox the fixture checks that no process, cgroup, mount or
+// namespace of it is left.
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "common/files.h"
+#include "engine/testing/sandbox_fixture.h"
+#include "fmt/format.h"
+
+namespace airlock::engine {
+namespace {
+
+class EscapeTest : public testing::SandboxTest {
+ protected:
+  // Runs airlock-probe ATTACK [ARG] in a fresh sandbox and returns its one-line verdict.
+  std::string Probe(const std::string& attack, const std::string& arg = "") {
+    std::vector<std::string> argv = {"/opt/probe", attack};
+    if (!arg.empty()) argv.push_back(arg);
+    last_ = RunOnce(WithProbe(TestSpec()), argv);
+    std::string out = last_.stdout_preview;
+    while (!out.empty() && out.back() == '\n') out.pop_back();
+    if (out.empty()) {
+      // No verdict: the probe itself was stopped. Say how, so a failure is readable.
+      return fmt::format("[{} signal {}] {}", ToString(last_.classification), last_.signal,
+                         last_.stderr_preview);
+    }
+    return out;
+  }
+  CommandResult last_;
+};
+
+// --- file system ---------------------------------------------------------------------------
+
+TEST_F(EscapeTest, HostHomesAndKeysAreAbsent) {
+  EXPECT_EQ(Probe("read", "/root/.ssh/id_rsa"), "read: ENOENT");
+  EXPECT_EQ(Probe("read", "/home"), "read: ENOENT");
+  EXPECT_EQ(Probe("read", "/var/run/docker.sock"), "read: ENOENT");
+}
+
+TEST_F(EscapeTest, ShadowIsAnEmptyMask) {
+  CommandResult r = Shell("wc -c < /etc/shadow; ls -A /etc/ssh | wc -l; ls /root /home 2>&1 | "
+                          "sed 's/.*cannot access/cannot access/'");
+  EXPECT_EQ(r.stdout_preview,
+            "0\n0\ncannot access '/root': No such file or directory\n"
+            "cannot access '/home': No such file or directory\n");
+}
+
+TEST_F(EscapeTest, HostProcIsNotVisible) {
+  // PID 1 in the sandbox is airlock-init (not dumpable); the host's init is not visible at all.
+  EXPECT_EQ(Probe("read", "/proc/1/environ"), "read: EACCES");
+  CommandResult r = Shell("ls /proc | grep -c '^[0-9]'");
+  EXPECT_LE(std::stoi(r.stdout_preview), 4) << "more processes visible than the sandbox's own";
+}
+
+TEST_F(EscapeTest, MountinfoShowsNoHostPaths) {
+  CommandResult r = Shell("cat /proc/self/mountinfo");
+  ASSERT_EQ(r.classification, Classification::kOk);
+  // Only the configured mounts (the root file system's directories, the tools directory) may
+  // name host paths; the sandbox's private state on the host must not appear.
+  for (const char* host_path : {"/run/airlock", "/tmp/", "/home", "/root", "/var/lib"}) {
+    EXPECT_EQ(r.stdout_preview.find(fmt::format(" {}", host_path)), std::string::npos)
+        << host_path << " appears in\n" << r.stdout_preview;
+  }
+}
+
+TEST_F(EscapeTest, RootProcSysAndSysAreNotWritable) {
+  EXPECT_EQ(Probe("write", "/usr/bin/evil"), "write: EROFS");
+  EXPECT_EQ(Probe("write", "/etc/passwd"), "write: EROFS");
+  EXPECT_EQ(Probe("write", "/evil"), "write: EROFS");
+  EXPECT_EQ(Probe("write", "/proc/sys/kernel/hostname"), "write: EROFS");
+  // Masked read-only where the kernel has it; absent otherwise.
+  EXPECT_EQ(Probe("write", "/proc/sysrq-trigger"),
+            access("/proc/sysrq-trigger", F_OK) == 0 ? "write: EROFS" : "write: ENOENT");
+  EXPECT_EQ(Probe("write", "/sys/kernel/evil"), "write: ENOENT");  // no sysfs at all
+}
+
+TEST_F(EscapeTest, LandlockConfinesWritesEvenWhereModesAllow) {
+  // /dev/shm and /sandbox/tmp are writable; the read-only root's tmpfs is not, and Landlock
+  // refuses creating files anywhere outside the writable mounts.
+  EXPECT_EQ(Probe("write", "/sandbox/tmp/ok"), "write: ok");
+  EXPECT_EQ(Probe("write", "/dev/shm/ok"), "write: ok");
+  EXPECT_EQ(Probe("write", "/dev/evil"), "write: EACCES");
+}
+
+TEST_F(EscapeTest, SetuidBinariesGainNothing) {
+  // A setuid-root copy of id(1), mounted into the sandbox.
+  char tmpl[] = "/tmp/airlock-suid-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  ASSERT_EQ(chmod(dir.c_str(), 0755), 0);
+  std::string id_copy = dir + "/id";
+  ASSERT_EQ(system(fmt::format("cp /usr/bin/id {0} && chmod 4755 {0}", id_copy).c_str()), 0);
+  spec::SandboxSpec s = TestSpec();
+  s.filesystem.mounts.push_back({dir, "/opt/suid", spec::MountMode::kReadOnly});
+  CommandResult r = RunOnce(s, {"/opt/suid/id"});
+  EXPECT_EQ(r.stdout_preview, "uid=10001(sandbox) gid=10001(sandbox) groups=10001(sandbox)\n");
+  // uid 0 does not even exist in the sandbox's user namespace.
+  EXPECT_EQ(Probe("setuid-root"), "setuid-root: EINVAL");
+  ASSERT_TRUE(RemoveTree(dir).ok());
+}
+
+TEST_F(EscapeTest, NoCapabilitiesAtAll) {
+  EXPECT_EQ(Probe("caps"),
+            "CapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\n"
+            "CapBnd:\t0000000000000000\nCapAmb:\t0000000000000000\ncaps: ok");
+}
+
+TEST_F(EscapeTest, UidMapCannotBeRewritten) {
+  EXPECT_EQ(Probe("uid-map-write"), "uid-map-write: EACCES");
+}
+
+// --- system calls --------------------------------------------------------------------------
+
+TEST_F(EscapeTest, NamespaceCreationIsDenied) {
+  EXPECT_EQ(Probe("unshare-user"), "unshare-user: EPERM");
+  EXPECT_EQ(Probe("unshare-mount"), "unshare-mount: EPERM");
+  EXPECT_EQ(Probe("clone-newuser"), "clone-newuser: EPERM");
+  EXPECT_EQ(Probe("clone3"), "clone3: ENOSYS");
+  EXPECT_EQ(Probe("setns"), "setns: EPERM");
+  CommandResult r = Shell("unshare -U true; echo $?");
+  EXPECT_EQ(r.stdout_preview, "1\n");
+  EXPECT_NE(r.stderr_preview.find("Operation not permitted"), std::string::npos);
+}
+
+TEST_F(EscapeTest, MountFamilyIsDenied) {
+  EXPECT_EQ(Probe("mount"), "mount: EPERM");
+  EXPECT_EQ(Probe("chroot"), "chroot: EPERM");
+  EXPECT_EQ(Probe("open_by_handle_at"), "open_by_handle_at: EPERM");
+}
+
+TEST_F(EscapeTest, KernelAttackSurfaceIsDenied) {
+  EXPECT_EQ(Probe("ptrace"), "ptrace: EPERM");
+  EXPECT_EQ(Probe("keyctl"), "keyctl: EPERM");
+  EXPECT_EQ(Probe("add_key"), "add_key: EPERM");
+  EXPECT_EQ(Probe("bpf"), "bpf: EPERM");
+  EXPECT_EQ(Probe("io_uring_setup"), "io_uring_setup: ENOSYS");
+  EXPECT_EQ(Probe("perf_event_open"), "perf_event_open: EPERM");
+  EXPECT_EQ(Probe("userfaultfd"), "userfaultfd: EPERM");
+  EXPECT_EQ(Probe("seccomp-listener"), "seccomp-listener: EPERM");
+}
+
+TEST_F(EscapeTest, DangerousSocketFamiliesAreDenied) {
+  EXPECT_EQ(Probe("socket-vsock"), "socket-vsock: EAFNOSUPPORT");
+  EXPECT_EQ(Probe("socket-packet"), "socket-packet: EAFNOSUPPORT");
+  EXPECT_EQ(Probe("socket-netlink-audit"), "socket-netlink-audit: EPERM");
+  EXPECT_EQ(Probe("socket-netlink-route"), "socket-netlink-route: ok");
+  EXPECT_EQ(Probe("socket-inet"), "socket-inet: ok");
+}
+
+TEST_F(EscapeTest, TerminalInjectionIsDenied) {
+  EXPECT_EQ(Probe("tiocsti"), "tiocsti: EPERM");
+  EXPECT_EQ(Probe("tiocsti-high-bits"), "tiocsti-high-bits: EPERM");
+  EXPECT_EQ(Probe("tioclinux"), "tioclinux: EPERM");
+  EXPECT_EQ(Probe("tcgets"), "tcgets: ok");  // ordinary terminal ioctls still work
+}
+
+TEST_F(EscapeTest, ForeignArchitectureSyscallsAreKilled) {
+  EXPECT_EQ(Probe("int80"), "[POLICY_BLOCKED signal 31] ");
+  EXPECT_EQ(last_.classification, Classification::kPolicyBlocked);
+  EXPECT_EQ(last_.signal, SIGSYS);
+  ASSERT_EQ(last_.violations.size(), 1u);
+  EXPECT_EQ(last_.violations[0].kind, "seccomp");
+  EXPECT_EQ(Probe("x32"), "[POLICY_BLOCKED signal 31] ");
+  EXPECT_EQ(last_.classification, Classification::kPolicyBlocked);
+}
+
+TEST_F(EscapeTest, PersonalityChangesAreKilled) {
+  EXPECT_EQ(Probe("personality"), "[POLICY_BLOCKED signal 31] ");
+  EXPECT_EQ(last_.classification, Classification::kPolicyBlocked);
+}
+
+TEST_F(EscapeTest, OnlyStdioIsInherited) {
+  // Open descriptors of the engine must not leak in: open a few before the run.
+  int leaked[3];
+  for (int& fd : leaked) fd = dup(2);
+  EXPECT_EQ(Probe("fds"), "fds: ok");
+  for (int fd : leaked) close(fd);
+}
+
+// --- processes and resources ---------------------------------------------------------------
+
+TEST_F(EscapeTest, KillAllKillsOnlySandboxProcesses) {
+  pid_t outside = fork();
+  if (outside == 0) {
+    pause();
+    _exit(0);
+  }
+  CommandResult r = Shell("sleep 100 & kill -9 -1; echo survived");
+  int status;
+  EXPECT_EQ(waitpid(outside, &status, WNOHANG), 0) << "a host process was killed from inside";
+  kill(outside, SIGKILL);
+  waitpid(outside, nullptr, 0);
+  EXPECT_EQ(r.stdout_preview, "survived\n");  // kill(-1) spares the caller (and init)
+}
+
+TEST_F(EscapeTest, ForkBombHitsThePidsLimit) {
+  spec::SandboxSpec s = TestSpec();
+  s.process.pids_limit = 64;
+  s.resources.command_timeout_seconds = 3;
+  auto start = std::chrono::steady_clock::now();
+  CommandResult r = RunOnce(s, {"bash", "-c", "f() { f | f & }; f; sleep 10"});
+  EXPECT_EQ(r.classification, Classification::kResourceExhaustedPids);
+  EXPECT_LE(r.usage.pids_peak, 64);
+  // The host stayed responsive: the whole run took about the timeout, not more.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(15));
+}
+
+TEST_F(EscapeTest, MemoryBombIsClassified) {
+  spec::SandboxSpec s = TestSpec();
+  s.resources.memory_mb = 64;
+  CommandResult r = RunOnce(s, {"python3", "-c", "b = [bytearray(1 << 20) for _ in range(1000)]"});
+  EXPECT_EQ(r.classification, Classification::kResourceExhaustedMemory);
+  EXPECT_GE(r.usage.oom_kills, 1);
+  EXPECT_EQ(r.signal, SIGKILL);
+}
+
+TEST_F(EscapeTest, TimeoutKillsTheWholeTree) {
+  spec::SandboxSpec s = TestSpec();
+  auto sandbox = Create(s);
+  ASSERT_NE(sandbox, nullptr);
+  auto r = sandbox->Exec({.argv = {"sh", "-c", "sleep 1000 & sleep 1000 & echo partial; sleep 1000"},
+                          .timeout = std::chrono::seconds(1)},
+                         {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->classification, Classification::kCommandTimeout);
+  EXPECT_TRUE(r->timed_out);
+  EXPECT_EQ(r->stdout_preview, "partial\n") << "partial output is kept";
+  EXPECT_LT(r->duration_ms, 3000);
+  auto ps = sandbox->Exec({.argv = {"sh", "-c", "pgrep -c sleep || true"}}, {});
+  ASSERT_TRUE(ps.ok());
+  EXPECT_EQ(ps->stdout_preview, "0\n") << "sleepers survived the timeout";
+  DestroyAndCheckGone(std::move(sandbox));
+}
+
+TEST_F(EscapeTest, BackgroundDaemonDoesNotSurviveTheRun) {
+  auto sandbox = Create(TestSpec());
+  ASSERT_NE(sandbox, nullptr);
+  auto r = sandbox->Exec({.argv = {"sh", "-c", "setsid nohup sleep 1000 > /dev/null 2>&1 & echo ok"}}, {});
+  ASSERT_TRUE(r.ok());
+  auto ps = sandbox->Exec({.argv = {"sh", "-c", "pgrep -c sleep || true"}}, {});
+  ASSERT_TRUE(ps.ok());
+  EXPECT_EQ(ps->stdout_preview, "0\n");
+  DestroyAndCheckGone(std::move(sandbox));  // and nothing of the sandbox is left on the host
+}
+
+TEST_F(EscapeTest, HugeOutputIsTruncatedWithBoundedMemory) {
+  struct rusage before;
+  getrusage(RUSAGE_SELF, &before);
+  spec::SandboxSpec s = TestSpec();
+  s.resources.max_log_bytes = 1 << 20;
+  CommandResult r = RunOnce(s, {"sh", "-c", "head -c 10G /dev/zero"});
+  struct rusage after;
+  getrusage(RUSAGE_SELF, &after);
+  EXPECT_EQ(r.classification, Classification::kOk);
+  EXPECT_TRUE(r.truncated);
+  EXPECT_EQ(r.stdout_bytes, 10LL << 30);
+  EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 64 << 10) << "engine RSS grew by more than 64 MiB";
+}
+
+TEST_F(EscapeTest, FillingTmpStopsAtItsSize) {
+  spec::SandboxSpec s = TestSpec();
+  s.filesystem.tmp_size_mb = 16;
+  CommandResult r = RunOnce(s, {"sh", "-c",
+                                "dd if=/dev/zero of=/sandbox/tmp/fill bs=1M count=100 2>&1 | "
+                                "grep -o 'No space left on device'; du -m /sandbox/tmp/fill | cut -f1"});
+  EXPECT_EQ(r.stdout_preview, "No space left on device\n16\n");
+}
+
+}  // namespace
+}  // namespace airlock::engine
