@@ -17,3 +17,13 @@ function(airlock_test name)
   endif()
   gtest_discover_tests(${name} PROPERTIES ${props} DISCOVERY_TIMEOUT 60)
 endfunction()
+
+# airlock_fuzzer(NAME SOURCES ... DEPS ...): a libFuzzer target (defines LLVMFuzzerTestOneInput),
+# built only when AIRLOCK_FUZZ is on; scripts/fuzz builds and runs it.
+function(airlock_fuzzer name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS})
+  target_link_options(${name} PRIVATE -fsanitize=fuzzer)
+  airlock_warnings(${name})
+endfunction()

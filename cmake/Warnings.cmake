@@ -15,6 +15,17 @@ if(AIRLOCK_SANITIZE)
   add_link_options(${AIRLOCK_SANITIZER_FLAGS})
 endif()
 
+# libFuzzer builds (clang only; scripts/fuzz): every target gets coverage instrumentation and
+# ASan/UBSan, and airlock_fuzzer() (cmake/Testing.cmake) links libFuzzer's main.
+if(AIRLOCK_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "AIRLOCK_FUZZ needs clang: configure with CC=clang CXX=clang++")
+  endif()
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
+                      -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
 # Paths in diagnostics and ccache keys relative to the tree so build directories share a cache.
 add_compile_options(-ffile-prefix-map=${CMAKE_SOURCE_DIR}/=)
 

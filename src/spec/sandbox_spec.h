@@ -5,8 +5,8 @@
 // stored with every run so that a run can be audited and repeated exactly; it never contains
 // secret values (secrets are leases resolved by the platform, see SecretLease).
 //
-// Value semantics; no behaviour. Parsing and validation live in spec/parse.h, risk classes in
-// spec/risk.h.
+// Value semantics (copyable, comparable with ==); no behaviour. Parsing and validation live in
+// spec/parse.h, risk classes in spec/risk.h.
 #ifndef AIRLOCK_SPEC_SANDBOX_SPEC_H_
 #define AIRLOCK_SPEC_SANDBOX_SPEC_H_
 
@@ -20,11 +20,11 @@ namespace airlock::spec {
 
 // Isolation levels (DESIGN.md). Derived from a risk class, never from a prompt.
 enum class Level : int {
-  kInterp = 0,   // QuickJS in WebAssembly, in-process
-  kBasic = 1,    // native: userns, non-root, limits, no network
-  kHardened = 2, // native/traced: + read-only root, seccomp, Landlock, egress proxy
-  kGvisor = 3,   // runsc
-  kMicroVm = 4,  // QEMU microvm
+  kInterp = 0,    // QuickJS in WebAssembly, in-process
+  kBasic = 1,     // native: userns, non-root, limits, no network
+  kHardened = 2,  // native/traced: + read-only root, seccomp, Landlock, egress proxy
+  kGvisor = 3,    // runsc
+  kMicroVm = 4,   // QEMU microvm
 };
 
 enum class Runtime { kInterp, kNative, kTraced, kGvisor, kMicroVm };
@@ -50,6 +50,8 @@ enum class OutputLimitAction {
 struct User {
   uint32_t uid = 10001;
   uint32_t gid = 10001;
+
+  friend bool operator==(const User&, const User&) = default;
 };
 
 // A host path made visible inside the sandbox.
@@ -57,6 +59,8 @@ struct Mount {
   std::string source;  // absolute host path
   std::string target;  // absolute sandbox path
   MountMode mode = MountMode::kReadOnly;
+
+  friend bool operator==(const Mount&, const Mount&) = default;
 };
 
 // A size-limited tmpfs. The standard layout (/sandbox/tmp, /sandbox/home, ...) gets its tmpfs
@@ -66,6 +70,8 @@ struct Tmpfs {
   int64_t size_mb = 64;
   int64_t inodes = 16384;
   bool noexec = false;
+
+  friend bool operator==(const Tmpfs&, const Tmpfs&) = default;
 };
 
 struct Filesystem {
@@ -79,19 +85,25 @@ struct Filesystem {
   bool tmp_noexec = false;
   std::vector<Mount> mounts;
   std::vector<Tmpfs> tmpfs;
+
+  friend bool operator==(const Filesystem&, const Filesystem&) = default;
 };
 
 // One rule of process.syscalls (the syscall supervisor issue); kept here so the spec is complete.
 struct SyscallArgCondition {
-  int index = 0;          // 0..5
-  std::string op;         // eq, ne, lt, le, gt, ge, masked_eq
+  int index = 0;   // 0..5
+  std::string op;  // eq, ne, lt, le, gt, ge, masked_eq
   uint64_t value = 0;
-  uint64_t mask = 0;      // masked_eq only
+  uint64_t mask = 0;  // masked_eq only
+
+  friend bool operator==(const SyscallArgCondition&, const SyscallArgCondition&) = default;
 };
 struct SyscallRule {
   std::vector<std::string> names;
   std::vector<SyscallArgCondition> args;
   std::string action;  // allow | errno(NAME) | kill | trace | notify
+
+  friend bool operator==(const SyscallRule&, const SyscallRule&) = default;
 };
 
 struct Process {
@@ -99,22 +111,26 @@ struct Process {
   std::vector<std::string> capabilities;  // kept capabilities; default none
   std::string seccomp_profile = "default";
   int64_t pids_limit = 256;
-  int64_t open_files = 1024;   // RLIMIT_NOFILE
-  int64_t stack_mb = 8;        // RLIMIT_STACK
+  int64_t open_files = 1024;  // RLIMIT_NOFILE
+  int64_t stack_mb = 8;       // RLIMIT_STACK
   SupervisorMode supervisor = SupervisorMode::kNone;
   std::vector<SyscallRule> syscalls;
   std::string syscall_default_action;  // empty: the profile's own default
+
+  friend bool operator==(const Process&, const Process&) = default;
 };
 
 struct Resources {
-  double cpu = 1.0;                     // CPU cores (cgroup quota)
-  int64_t memory_mb = 512;              // memory incl. swap
-  int64_t disk_mb = 1024;               // largest file a command may write (RLIMIT_FSIZE)
+  double cpu = 1.0;         // CPU cores (cgroup quota)
+  int64_t memory_mb = 512;  // memory incl. swap
+  int64_t disk_mb = 1024;   // largest file a command may write (RLIMIT_FSIZE)
   int64_t command_timeout_seconds = 300;
-  int64_t run_timeout_seconds = 3600;   // whole sandbox lifetime
-  int64_t cpu_time_seconds = 0;         // CPU time of one command's tree; 0 = unlimited
-  int64_t max_log_bytes = 32LL << 20;   // kept output per command (stdout + stderr)
+  int64_t run_timeout_seconds = 3600;  // whole sandbox lifetime
+  int64_t cpu_time_seconds = 0;        // CPU time of one command's tree; 0 = unlimited
+  int64_t max_log_bytes = 32LL << 20;  // kept output per command (stdout + stderr)
   OutputLimitAction output_limit_action = OutputLimitAction::kTruncate;
+
+  friend bool operator==(const Resources&, const Resources&) = default;
 };
 
 // restricted-http rule: a host with optional methods and path prefixes (plain HTTP only).
@@ -122,6 +138,8 @@ struct HttpRule {
   std::string host;  // "example.com", "*.example.com", with optional ":port"
   std::vector<std::string> methods;
   std::vector<std::string> path_prefixes;
+
+  friend bool operator==(const HttpRule&, const HttpRule&) = default;
 };
 
 struct Network {
@@ -129,6 +147,8 @@ struct Network {
   std::vector<std::string> allow_hosts;  // "registry.npmjs.org:443", "*.pypi.org"
   std::vector<HttpRule> http_rules;      // restricted-http only
   std::vector<std::string> deny_cidrs;   // in addition to the always-denied ranges
+
+  friend bool operator==(const Network&, const Network&) = default;
 };
 
 struct SecretLease {
@@ -136,21 +156,29 @@ struct SecretLease {
   std::string purpose;
   int64_t ttl_seconds = 900;
   std::string mount_path;  // read-only file inside the sandbox; empty: not mounted
+
+  friend bool operator==(const SecretLease&, const SecretLease&) = default;
 };
 
 struct Secrets {
   std::vector<SecretLease> leases;
+
+  friend bool operator==(const Secrets&, const Secrets&) = default;
 };
 
 struct Cache {
   CacheMode mode = CacheMode::kNone;
   std::string key;
+
+  friend bool operator==(const Cache&, const Cache&) = default;
 };
 
 struct Artifacts {
   std::vector<std::string> paths = {"/sandbox/artifacts"};
   int64_t max_size_mb = 100;
   bool secret_scan = true;
+
+  friend bool operator==(const Artifacts&, const Artifacts&) = default;
 };
 
 struct SandboxSpec {
@@ -172,6 +200,8 @@ struct SandboxSpec {
   Cache cache;
   Artifacts artifacts;
   ApprovalRequirement approval = ApprovalRequirement::kNone;
+
+  friend bool operator==(const SandboxSpec&, const SandboxSpec&) = default;
 };
 
 // Names used in JSON/YAML and messages ("none", "dependency-egress", "R2", ...).
