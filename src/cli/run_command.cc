@@ -1,0 +1,178 @@
+// `airlock run`: one command in a fresh sandbox, no daemon (like nsjail or bwrap).
+#include <grp.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "cli/spec_flags.h"
+#include "command/command.h"
+#include "common/files.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "common/units.h"
+#include "engine/cgroup.h"
+#include "engine/native_sandbox.h"
+#include "fmt/format.h"
+#include "spec/parse.h"
+
+namespace airlock::cli {
+namespace {
+
+struct RunFlags {
+  SpecFlags spec;
+  std::string timeout;
+  bool json = false;
+  std::vector<std::string> allow_degraded;
+  std::vector<std::string> secret_env;
+  std::vector<std::string> secret_files;
+  std::string log_dir;
+  std::string tools_dir;
+  std::vector<std::string> argv;
+};
+
+std::string DefaultLogDir() {
+  if (const char* dir = std::getenv("AIRLOCK_STATE_DIR"); dir != nullptr && *dir) {
+    return fmt::format("{}/logs", dir);
+  }
+  if (::geteuid() == 0) return "/var/lib/airlock/logs";
+  if (const char* xdg = std::getenv("XDG_STATE_HOME"); xdg != nullptr && *xdg) {
+    return fmt::format("{}/airlock/logs", xdg);
+  }
+  const char* home = std::getenv("HOME");
+  return fmt::format("{}/.local/state/airlock/logs", home ? home : "/tmp");
+}
+
+// Secret values to redact, read from the caller's environment and files. They never enter the
+// sandbox and never appear on a command line.
+absl::StatusOr<std::vector<std::string>> LoadSecrets(const RunFlags& f) {
+  std::vector<std::string> secrets;
+  for (const std::string& name : f.secret_env) {
+    const char* v = std::getenv(name.c_str());
+    if (v == nullptr || *v == '\0') {
+      return InvalidArgument(fmt::format("--secret-env {}: the variable is not set", name));
+    }
+    secrets.emplace_back(v);
+  }
+  for (const std::string& path : f.secret_files) {
+    ASSIGN_OR_RETURN(std::string v, ReadFile(path, 1 << 16), fmt::format("--secret-file {}", path));
+    while (!v.empty() && (v.back() == '\n' || v.back() == '\r')) v.pop_back();
+    if (v.empty()) return InvalidArgument(fmt::format("--secret-file {}: empty", path));
+    secrets.push_back(std::move(v));
+  }
+  return secrets;
+}
+
+void PrintHuman(const CommandResult& r) {
+  if (!r.stdout_preview.empty()) std::fwrite(r.stdout_preview.data(), 1, r.stdout_preview.size(), stdout);
+  std::fflush(stdout);
+  if (!r.stderr_preview.empty()) std::fwrite(r.stderr_preview.data(), 1, r.stderr_preview.size(), stderr);
+  std::string line = fmt::format("airlock: {} · exit {}", ToString(r.classification), r.exit_code);
+  if (r.signal != 0) line += fmt::format(" (signal {})", r.signal);
+  line += fmt::format(" · {} ms · cpu {} ms · peak {}", r.duration_ms,
+                      r.usage.cpu_user_ms + r.usage.cpu_system_ms,
+                      FormatBytes(r.usage.memory_peak_bytes));
+  if (r.truncated) line += " · output truncated";
+  if (!r.degraded.empty()) {
+    line += " · DEGRADED:";
+    for (const std::string& d : r.degraded) line += " " + d;
+  }
+  if (!r.error.empty()) line += " · " + r.error;
+  line += fmt::format(" · log {}", r.raw_log);
+  std::fprintf(stderr, "%s\n", line.c_str());
+  if (r.classification != Classification::kOk && !r.report.empty()) {
+    std::fprintf(stderr, "%s\n", r.report.c_str());
+  }
+}
+
+int ExitCodeOf(const CommandResult& r) {
+  if (r.classification == Classification::kSandboxError) return kExitSandboxError;
+  if (r.signal != 0) return 128 + r.signal;
+  return r.exit_code;
+}
+
+int Run(const RunFlags& f) {
+  auto fail = [&](int code, const absl::Status& s) {
+    if (f.json) {
+      nlohmann::json j = {{"classification", "SANDBOX_ERROR"}, {"error", std::string(Message(s))}};
+      std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    }
+    std::fprintf(stderr, "airlock: %s\n", std::string(Message(s)).c_str());
+    return code;
+  };
+  absl::StatusOr<spec::SandboxSpec> spec = LoadSpecWithFlags(f.spec);
+  if (!spec.ok()) return fail(kExitUsage, spec.status());
+  CommandSpec command;
+  command.argv = f.argv;
+  if (!f.timeout.empty()) {
+    auto t = ParseDuration(f.timeout);
+    if (!t.ok() || t->count() <= 0) {
+      return fail(kExitUsage, InvalidArgument(fmt::format("--timeout {}: expected a positive duration",
+                                                          f.timeout)));
+    }
+    command.timeout = *t;
+  }
+  absl::StatusOr<std::vector<std::string>> secrets = LoadSecrets(f);
+  if (!secrets.ok()) return fail(kExitUsage, secrets.status());
+
+  // Supplementary groups would follow the sandbox's processes (setgroups is denied inside).
+  if (::geteuid() == 0 && ::setgroups(0, nullptr) != 0) {
+    return fail(kExitSandboxError, ErrnoStatus(errno, "setgroups"));
+  }
+  engine::CgroupOptions cg_options;
+  if (const char* base = std::getenv("AIRLOCK_CGROUP_BASE"); base != nullptr && *base) {
+    cg_options.base = base;
+  }
+  auto cgroups = engine::CgroupDriver::Detect(cg_options);
+  if (!cgroups.ok()) return fail(kExitSandboxError, Annotate(cgroups.status(), "cgroups"));
+
+  engine::SandboxOptions options;
+  options.spec = *std::move(spec);
+  options.tools_dir = f.tools_dir;
+  options.cgroups = cgroups->get();
+  options.allow_degraded = f.allow_degraded;
+  options.log_dir = f.log_dir.empty() ? DefaultLogDir() : f.log_dir;
+  auto sandbox = engine::NativeSandbox::Create(std::move(options));
+  if (!sandbox.ok()) return fail(kExitSandboxError, sandbox.status());
+  engine::ExecOptions exec_options;
+  exec_options.secrets = *std::move(secrets);
+  absl::StatusOr<CommandResult> result = (*sandbox)->Exec(command, exec_options);
+  absl::Status destroyed = (*sandbox)->Destroy();
+  if (!result.ok()) return fail(kExitSandboxError, result.status());
+  if (!destroyed.ok()) {
+    std::fprintf(stderr, "airlock: warning: %s\n", std::string(Message(destroyed)).c_str());
+  }
+  if (f.json) {
+    std::printf("%s\n",
+                ToJson(*result).dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  } else {
+    PrintHuman(*result);
+  }
+  return ExitCodeOf(*result);
+}
+
+}  // namespace
+
+void AddRunCommand(CLI::App& app, int* exit_code) {
+  auto flags = std::make_shared<RunFlags>();
+  CLI::App* run = app.add_subcommand("run", "Run one command in a fresh sandbox");
+  AddSpecFlags(run, &flags->spec);
+  run->add_option("--timeout", flags->timeout, "Command timeout, e.g. 30s, 500ms, 2m");
+  run->add_flag("--json", flags->json, "Print the CommandResult as JSON");
+  run->add_option("--allow-degraded", flags->allow_degraded,
+                  "Run even if this protection is missing (landlock, cgroup-memory, cgroup-pids, "
+                  "cgroup-cpu, swap-accounting); recorded in the result")
+      ->delimiter(',');
+  run->add_option("--secret-env", flags->secret_env,
+                  "Redact the value of this environment variable from all output");
+  run->add_option("--secret-file", flags->secret_files, "Redact the contents of this file");
+  run->add_option("--log-dir", flags->log_dir, "Where raw logs are kept");
+  run->add_option("--tools-dir", flags->tools_dir, "Directory holding airlock-init");
+  run->add_option("argv", flags->argv, "The command and its arguments (after --)")->required();
+  run->callback([flags, exit_code] { *exit_code = Run(*flags); });
+}
+
+}  // namespace airlock::cli
