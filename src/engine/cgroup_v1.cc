@@ -134,6 +134,11 @@ class CgroupV1 : public Cgroup {
   absl::Status Kill(std::chrono::milliseconds timeout) override {
     std::string procs_dir = fmt::format("{}/{}", ProcessMount(), name_);
     if (::access(procs_dir.c_str(), F_OK) != 0) return absl::OkStatus();
+    // Nothing to do for an empty tree (the common case at teardown): freezing it would only
+    // wait for the freezer to report a state change.
+    if (auto pids = ReadProcsRecursive(procs_dir); pids.ok() && pids->empty()) {
+      return absl::OkStatus();
+    }
     // Freeze first so that nothing in the tree can fork while we send SIGKILLs; frozen tasks
     // receive the signal when thawed. Without a freezer hierarchy, repeat until empty.
     bool frozen = Dir("freezer").ok() && Freeze().ok();

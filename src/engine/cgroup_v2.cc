@@ -111,6 +111,7 @@ class CgroupV2 : public Cgroup {
 
   absl::Status Kill(std::chrono::milliseconds timeout) override {
     if (::access(dir_.c_str(), F_OK) != 0) return absl::OkStatus();
+    if (ReadKeyedValue(dir_ + "/cgroup.events", "populated") == 0) return absl::OkStatus();
     if (::access((dir_ + "/cgroup.kill").c_str(), F_OK) == 0) {
       RETURN_IF_ERROR(WriteCgroupFile(dir_ + "/cgroup.kill", "1"));
     } else {

@@ -183,7 +183,19 @@ const std::vector<std::string>& AlwaysDeniedSyscalls() {
   return *names;
 }
 
+namespace {
+absl::StatusOr<std::string> Build();
+}  // namespace
+
 absl::StatusOr<std::string> BuildSeccompFilter() {
+  // The default profile does not depend on the spec: compile it once per process.
+  static const absl::StatusOr<std::string>* filter = new absl::StatusOr<std::string>(Build());
+  return *filter;
+}
+
+namespace {
+
+absl::StatusOr<std::string> Build() {
   Ctx ctx(seccomp_init(SCMP_ACT_KILL_PROCESS));
   if (!ctx) return Internal("seccomp_init failed");
   // Anything not for the native architecture (int 0x80 on x86-64, x32) is killed.
@@ -234,5 +246,7 @@ absl::StatusOr<std::string> BuildSeccompFilter() {
   if (bpf.empty() || bpf.size() % 8 != 0) return Internal("seccomp filter has an odd size");
   return bpf;
 }
+
+}  // namespace
 
 }  // namespace airlock::engine::internal
