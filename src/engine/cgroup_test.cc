@@ -102,7 +102,7 @@ class CgroupContractTest : public ::testing::TestWithParam<CgroupOptions::Versio
 };
 
 TEST_P(CgroupContractTest, AddProcessListAndKill) {
-  Child child("sleep 1000");
+  Child child("exec sleep 1000");
   ASSERT_TRUE(cg_->AddProcess(child.pid()).ok());
   child.Release();
   auto pids = cg_->Processes();
@@ -132,7 +132,7 @@ TEST_P(CgroupContractTest, ChildrenAreKilledWithTheParent) {
   auto sub = cg_->CreateChild("cmd-1");
   ASSERT_TRUE(sub.ok()) << sub.status();
   EXPECT_EQ((*sub)->name(), "airlock-test/" + name_ + "/cmd-1");
-  Child child("sleep 1000");
+  Child child("exec sleep 1000");
   ASSERT_TRUE((*sub)->AddProcess(child.pid()).ok());
   child.Release();
   auto pids = cg_->Processes();

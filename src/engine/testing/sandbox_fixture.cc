@@ -1,12 +1,12 @@
 #include "engine/testing/sandbox_fixture.h"
 
-#include <dirent.h>
+#include <poll.h>
+#include <sys/syscall.h>
 #include <grp.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <set>
 
 #include "common/files.h"
 #include "common/status.h"
@@ -15,33 +15,22 @@
 namespace airlock::engine::testing {
 namespace {
 
-// Inode numbers of the given namespaces of `pid` ("pid", "mnt", "net", ...).
-std::set<std::string> Namespaces(pid_t pid) {
-  std::set<std::string> out;
-  for (const char* ns : {"pid", "mnt", "net", "user", "ipc", "uts"}) {
-    char buf[128];
-    ssize_t n = readlink(fmt::format("/proc/{}/ns/{}", pid, ns).c_str(), buf, sizeof(buf) - 1);
-    if (n > 0) out.insert(std::string(buf, static_cast<size_t>(n)));
+// Pidfds of every process in the sandbox's cgroup. A pidfd names one process for good, so
+// checking them after destroy cannot be fooled by pid (or namespace inode) reuse.
+std::vector<int> PidfdsOf(Cgroup& cgroup) {
+  std::vector<int> fds;
+  auto pids = cgroup.Processes();
+  if (!pids.ok()) return fds;
+  for (pid_t pid : *pids) {
+    int fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+    if (fd >= 0) fds.push_back(fd);
   }
-  return out;
+  return fds;
 }
 
-// Pids of processes that are in any of `namespaces`.
-std::vector<pid_t> ProcessesIn(const std::set<std::string>& namespaces) {
-  std::vector<pid_t> found;
-  DIR* d = opendir("/proc");
-  while (struct dirent* e = readdir(d)) {
-    pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
-    if (pid <= 0) continue;
-    for (const std::string& ns : Namespaces(pid)) {
-      if (namespaces.count(ns)) {
-        found.push_back(pid);
-        break;
-      }
-    }
-  }
-  closedir(d);
-  return found;
+bool Exited(int pidfd) {
+  struct pollfd p = {pidfd, POLLIN, 0};
+  return poll(&p, 1, 0) == 1;
 }
 
 }  // namespace
@@ -91,14 +80,16 @@ std::unique_ptr<NativeSandbox> SandboxTest::Create(const spec::SandboxSpec& s,
 
 void SandboxTest::DestroyAndCheckGone(std::unique_ptr<NativeSandbox> sandbox) {
   ASSERT_NE(sandbox, nullptr);
-  pid_t init = sandbox->init_pid();
-  std::set<std::string> namespaces = Namespaces(init);
-  ASSERT_FALSE(namespaces.empty());
+  std::vector<int> pidfds = PidfdsOf(sandbox->cgroup());
+  EXPECT_FALSE(pidfds.empty()) << "airlock-init is not in the sandbox's cgroup";
   std::string id = sandbox->id().value();
   std::string run_dir = sandbox->run_dir();
   ASSERT_TRUE(sandbox->Destroy().ok());
   sandbox.reset();
-  EXPECT_TRUE(ProcessesIn(namespaces).empty()) << "processes left in the sandbox's namespaces";
+  for (int fd : pidfds) {
+    EXPECT_TRUE(Exited(fd)) << "a process of the sandbox survived its destruction";
+    close(fd);
+  }
   EXPECT_EQ(cgroups_->Open(id).status().code(), absl::StatusCode::kNotFound) << "cgroup left";
   struct stat st;
   EXPECT_NE(stat(run_dir.c_str(), &st), 0) << "run directory left: " << run_dir;
