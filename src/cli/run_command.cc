@@ -136,7 +136,11 @@ int Run(const RunFlags& f) {
   options.allow_degraded = f.allow_degraded;
   options.log_dir = f.log_dir.empty() ? DefaultLogDir() : f.log_dir;
   auto sandbox = engine::NativeSandbox::Create(std::move(options));
-  if (!sandbox.ok()) return fail(kExitSandboxError, sandbox.status());
+  if (!sandbox.ok()) {
+    // A bad request (an unknown protection name...) is the caller's error, not the sandbox's.
+    bool usage = sandbox.status().code() == absl::StatusCode::kInvalidArgument;
+    return fail(usage ? kExitUsage : kExitSandboxError, sandbox.status());
+  }
   engine::ExecOptions exec_options;
   exec_options.secrets = *std::move(secrets);
   absl::StatusOr<CommandResult> result = (*sandbox)->Exec(command, exec_options);
