@@ -120,12 +120,19 @@ absl::Status RemoveCgroupDir(const std::string& dir) {
   for (const std::string& child : *children) {
     RETURN_IF_ERROR(RemoveCgroupDir(dir + "/" + child));
   }
-  // A cgroup whose last process just exited can report EBUSY for a moment.
-  for (int attempt = 0;; ++attempt) {
-    if (::rmdir(dir.c_str()) == 0 || errno == ENOENT) return absl::OkStatus();
-    if (errno != EBUSY || attempt >= 200) return ErrnoStatus(errno, fmt::format("rmdir {}", dir));
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  // A cgroup whose last process just exited can report EBUSY for a moment (the task leaves
+  // its cgroup when it is released, shortly after it is reaped).
+  int err = 0;
+  bool removed = WaitFor(
+      [&] {
+        if (::rmdir(dir.c_str()) == 0 || errno == ENOENT) return true;
+        err = errno;
+        return err != EBUSY;
+      },
+      std::chrono::seconds(2));
+  if (removed && err != 0 && err != EBUSY) return ErrnoStatus(err, fmt::format("rmdir {}", dir));
+  if (!removed) return ErrnoStatus(EBUSY, fmt::format("rmdir {}", dir));
+  return absl::OkStatus();
 }
 
 bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout) {

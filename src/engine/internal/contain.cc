@@ -130,10 +130,8 @@ void RunChild(SetupPlan* plan) {
   }
   int error_fd = p.error_fd;
   if (error_fd <= init::kControlFd) Die(p, Step::kFds, -1, EBADF);
-  for (int fd = init::kControlFd + 1; fd < 1024; ++fd) {
-    if (fd != error_fd) ::close(fd);
-  }
-  ::close_range(1024, ~0U, 0);
+  ::close_range(init::kControlFd + 1, static_cast<unsigned>(error_fd) - 1, 0);
+  ::close_range(static_cast<unsigned>(error_fd) + 1, ~0U, 0);
 
   char* const argv[] = {const_cast<char*>("airlock-init"), nullptr};
   char* const envp[] = {nullptr};
