@@ -1,0 +1,80 @@
+// airlock's own implementation of the wasm2c runtime interface (wasm-rt.h from Debian's wabt),
+// plus what the generated code leaves to the embedder: linear memories and trap recovery.
+//
+// Why our own: wabt 1.0.32's wasm-rt-impl.c keeps the trap jmp_buf in process globals and sets up
+// the alternate signal stack only for the thread that called wasm_rt_init, so only one guest could
+// run per process at a time. Here every piece of trap state is thread_local, each thread gets its
+// own sigaltstack on first use, and any number of guests run on any number of threads at once
+// (one guest per thread at a time).
+//
+// Memory checks use the signal-handler scheme wasm2c generates by default: a linear memory is an
+// 8 GiB PROT_NONE reservation of which only the first `pages` * 64 KiB are accessible, so every
+// 32-bit address plus 32-bit offset lands inside the reservation and an out-of-bounds access
+// faults. The SIGSEGV/SIGBUS handler turns a fault inside the running guest's reservation (or in
+// the guard zone under the thread's stack: native stack exhaustion) into a trap; any other fault
+// goes to the previously installed handler, so host bugs still crash loudly.
+#ifndef AIRLOCK_INTERP_INTERNAL_WASM_RT_H_
+#define AIRLOCK_INTERP_INTERNAL_WASM_RT_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "wasm-rt.h"
+
+namespace airlock::interp::internal {
+
+inline constexpr uint32_t kWasmPageSize = 65536;
+
+// A linear memory in its own 8 GiB reservation. Not thread-safe; owned by one guest.
+class LinearMemory {
+ public:
+  LinearMemory() = default;
+  ~LinearMemory();
+  LinearMemory(const LinearMemory&) = delete;
+  LinearMemory& operator=(const LinearMemory&) = delete;
+
+  // Reserves the address space and makes `initial_pages` accessible (zero-filled).
+  absl::Status Allocate(uint32_t initial_pages, uint32_t max_pages);
+  // Grows by `delta` pages; false (and no change) past max_pages or when the kernel refuses.
+  bool Grow(uint32_t delta);
+  // Makes the whole memory inaccessible: the guest's next access traps. Async-signal-safe, may
+  // be called from another thread (the watchdog). The memory is unusable afterwards.
+  void Revoke();
+
+  wasm_rt_memory_t* rt() { return &memory_; }
+  const wasm_rt_memory_t* rt() const { return &memory_; }
+  uint8_t* data() const { return memory_.data; }
+  uint32_t size() const { return memory_.size; }
+  uint32_t pages() const { return memory_.pages; }
+  uint32_t max_pages() const { return memory_.max_pages; }
+  bool Contains(uintptr_t address) const;
+
+ private:
+  wasm_rt_memory_t memory_{};
+  size_t reserved_ = 0;
+};
+
+// Runs fn(arg) as guest code on this thread: a trap inside it (out-of-bounds access, unreachable,
+// native stack exhaustion, the watchdog's Revoke) unwinds back here with longjmp and is returned;
+// WASM_RT_TRAP_NONE when fn returned normally. `memory` is the guest's memory (faults inside it
+// are traps). Nested calls (a host import calling back into the same guest) run fn directly and
+// leave recovery to the outermost call. Frames between here and the trap are not unwound: code
+// running inside must not own resources it cannot afford to leak when the guest is discarded.
+wasm_rt_trap_t CallGuarded(LinearMemory* memory, void (*fn)(void*), void* arg);
+
+template <typename F>
+wasm_rt_trap_t CallGuarded(LinearMemory* memory, F& fn) {
+  return CallGuarded(
+      memory, [](void* f) { (*static_cast<F*>(f))(); }, &fn);
+}
+
+// Human-readable name of a trap ("out of bounds memory access", ...).
+const char* TrapName(wasm_rt_trap_t trap);
+
+// Makes sure the process-wide signal handlers are installed (idempotent, thread-safe).
+void EnsureRuntimeInitialized();
+
+}  // namespace airlock::interp::internal
+
+#endif  // AIRLOCK_INTERP_INTERNAL_WASM_RT_H_
