@@ -15,6 +15,7 @@ inline constexpr int kExitSandboxError = 125;
 
 void AddRunCommand(CLI::App& app, int* exit_code);
 void AddSpecCommands(CLI::App& app, int* exit_code);
+void AddInterpCommands(CLI::App& app, int* exit_code);
 
 }  // namespace airlock::cli
 

@@ -1,20 +1,234 @@
 #include "interp/interpreter.h"
 
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "interp/test_util.h"
 
 namespace airlock::interp {
 namespace {
 
-TEST(InterpreterTest, RunsAScript) {
-  auto interp = Interpreter::Create();
-  ASSERT_TRUE(interp.ok()) << interp.status();
-  auto session = (*interp)->NewSession({});
-  ASSERT_TRUE(session.ok()) << session.status();
-  auto r = (*session)->Run("console.log('hi', {a: 1}); return 1 + 2;");
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->outcome, Outcome::kCompleted) << r->error;
-  EXPECT_EQ(r->result_json, "3");
-  EXPECT_EQ((*session)->console(), "hi {\"a\":1}\n");
+using ::testing::HasSubstr;
+
+TEST(InterpreterTest, RunsAScriptAndReturnsItsValue) {
+  auto session = test::NewSession({});
+  RunResult r = test::Run(*session, "console.log('hi', {a: 1}, [2], null); return 1 + 2;");
+  EXPECT_EQ(r.outcome, Outcome::kCompleted) << r.error;
+  EXPECT_EQ(r.result_json, "3");
+  EXPECT_EQ(session->console(), "hi {\"a\":1} [2] null\n");
+  EXPECT_EQ(session->state(), SessionState::kFinished);
+}
+
+TEST(InterpreterTest, UndefinedResultIsNull) {
+  auto session = test::NewSession({});
+  RunResult r = test::Run(*session, "let x = 1;");
+  EXPECT_EQ(r.outcome, Outcome::kCompleted) << r.error;
+  EXPECT_EQ(r.result_json, "null");
+}
+
+TEST(InterpreterTest, TopLevelAwaitAndModernSyntax) {
+  auto session = test::NewSession({});
+  RunResult r = test::Run(*session, R"JS(
+    const {a, ...rest} = {a: 1, b: 2, c: 3};
+    const xs = [1, 2, 3].map((x) => x * 2);
+    const v = await Promise.all([Promise.resolve(a), (async () => 5)()]);
+    class P { #x = 7; get x() { return this.#x; } }
+    return `${xs.join(',')}|${Object.keys(rest)}|${v}|${new P().x}|${10n ** 20n}|${[1,[2]].flat()}`;
+  )JS");
+  EXPECT_EQ(r.outcome, Outcome::kCompleted) << r.error;
+  EXPECT_EQ(r.result_json, "\"2,4,6|b,c|1,5|7|100000000000000000000|1,2\"");
+}
+
+TEST(InterpreterTest, SyntaxErrorIsAScriptError) {
+  auto session = test::NewSession({});
+  RunResult r = test::Run(*session, "let = = 3;");
+  EXPECT_EQ(r.outcome, Outcome::kScriptError);
+  EXPECT_THAT(r.error, HasSubstr("SyntaxError"));
+}
+
+TEST(InterpreterTest, UncaughtErrorNamesTheLine) {
+  auto session = test::NewSession({});
+  RunResult r = test::Run(*session, "const a = 1;\nthrow new TypeError('bad thing');");
+  EXPECT_EQ(r.outcome, Outcome::kScriptError);
+  EXPECT_THAT(r.error, HasSubstr("TypeError: bad thing"));
+  EXPECT_THAT(r.error, HasSubstr("script.js:2"));
+}
+
+TEST(InterpreterTest, ThrownNonErrorIsShown) {
+  auto session = test::NewSession({});
+  RunResult r = test::Run(*session, "throw {code: 42};");
+  EXPECT_EQ(r.outcome, Outcome::kScriptError);
+  EXPECT_THAT(r.error, HasSubstr("42"));
+}
+
+TEST(InterpreterTest, RunsOnlyOnce) {
+  auto session = test::NewSession({});
+  test::Run(*session, "1");
+  EXPECT_EQ(session->Run("2").status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(InterpreterTest, ScriptLargerThanTheLimitIsRefused) {
+  SessionOptions options;
+  options.limits.max_script_bytes = 10;
+  auto session = test::NewSession(std::move(options));
+  EXPECT_EQ(session->Run("return 'a long script';").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(InterpreterTest, ConsoleOutputIsCapped) {
+  SessionOptions options;
+  options.limits.max_console_bytes = 100;
+  auto session = test::NewSession(std::move(options));
+  RunResult r = test::Run(*session, "for (let i = 0; i < 1000; i++) console.log('line', i);");
+  EXPECT_EQ(r.outcome, Outcome::kCompleted) << r.error;
+  EXPECT_LT(session->console().size(), 200u);
+  EXPECT_THAT(session->console(), HasSubstr("[console output truncated]"));
+}
+
+TEST(InterpreterTest, ConsoleKeepsNulBytesVisible) {
+  auto session = test::NewSession({});
+  test::Run(*session, "console.log('a\\0b');");
+  EXPECT_EQ(session->console(), "a\\0b\n");
+}
+
+TEST(InterpreterTest, ScriptSeesOnlyToolsAndConsole) {
+  auto session = test::NewSession({});
+  RunResult r = test::Run(*session, R"JS(
+    const standard = new Set(['Object', 'Function', 'Array', 'Number', 'parseFloat', 'parseInt',
+      'Infinity', 'NaN', 'undefined', 'Boolean', 'String', 'Symbol', 'Date', 'Promise', 'RegExp',
+      'Error', 'AggregateError', 'EvalError', 'RangeError', 'ReferenceError', 'SyntaxError',
+      'TypeError', 'URIError', 'globalThis', 'JSON', 'Math', 'Reflect', 'Proxy', 'Map', 'Set',
+      'WeakMap', 'WeakSet', 'WeakRef', 'FinalizationRegistry', 'ArrayBuffer', 'SharedArrayBuffer',
+      'DataView', 'Int8Array', 'Uint8Array', 'Uint8ClampedArray', 'Int16Array', 'Uint16Array',
+      'Int32Array', 'Uint32Array', 'BigInt64Array', 'BigUint64Array', 'Float16Array',
+      'Float32Array', 'Float64Array', 'BigInt', 'eval', 'isNaN', 'isFinite', 'decodeURI',
+      'decodeURIComponent', 'encodeURI', 'encodeURIComponent', 'escape', 'unescape', 'Atomics',
+      'Iterator', 'TypedArray', 'Generator', 'AsyncFunction', 'AsyncGeneratorFunction',
+      'GeneratorFunction', 'AsyncIterator', 'Error', 'InternalError', 'Arguments',
+      'tools', 'console']);
+    return Object.getOwnPropertyNames(globalThis).filter((n) => !standard.has(n));
+  )JS");
+  EXPECT_EQ(r.outcome, Outcome::kCompleted) << r.error;
+  EXPECT_EQ(r.result_json, "[]");
+}
+
+TEST(InterpreterTest, ToolsAndConsoleCannotBeReplaced) {
+  auto session = test::NewSession({});
+  RunResult r = test::Run(*session, R"JS(
+    'use strict';
+    const errors = [];
+    try { tools.call = () => 1; } catch (e) { errors.push(e.name); }
+    try { globalThis.tools = {}; } catch (e) { errors.push(e.name); }
+    try { delete globalThis.console; } catch (e) { errors.push(e.name); }
+    return errors;
+  )JS");
+  EXPECT_EQ(r.outcome, Outcome::kCompleted) << r.error;
+  EXPECT_EQ(r.result_json, "[\"TypeError\",\"TypeError\",\"TypeError\"]");
+}
+
+TEST(InterpreterTest, DatesAreUtc) {
+  auto session = test::NewSession({});
+  RunResult r =
+      test::Run(*session,
+                "const d = new Date(86400000); return [d.getHours(), d.getTimezoneOffset(), "
+                "d.toISOString(), Date.now() > 1.7e12];");
+  EXPECT_EQ(r.outcome, Outcome::kCompleted) << r.error;
+  EXPECT_EQ(r.result_json, "[0,0,\"1970-01-02T00:00:00.000Z\",true]");
+}
+
+TEST(InterpreterTest, UnsettledPromiseIsStalled) {
+  auto session = test::NewSession({});
+  RunResult r = test::Run(*session, "await new Promise(() => {});");
+  EXPECT_EQ(r.outcome, Outcome::kStalled);
+  EXPECT_THAT(r.error, HasSubstr("nothing can settle"));
+}
+
+TEST(InterpreterTest, LimitsAreValidated) {
+  SessionOptions options;
+  options.limits.memory_bytes = 1000;
+  EXPECT_EQ(test::Interp().NewSession(std::move(options)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  SessionOptions stack;
+  stack.limits.stack_bytes = 64 << 20;
+  EXPECT_EQ(test::Interp().NewSession(std::move(stack)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(InterpreterTest, LimitsFromALevelZeroSpec) {
+  spec::SandboxSpec spec;
+  EXPECT_FALSE(LimitsFromSpec(spec).ok());  // the default level is 2
+  spec.level = spec::Level::kInterp;
+  spec.resources.memory_mb = 64;
+  spec.resources.command_timeout_seconds = 3;
+  auto limits = LimitsFromSpec(spec);
+  ASSERT_TRUE(limits.ok()) << limits.status();
+  EXPECT_EQ(limits->memory_bytes, 64 << 20);
+  EXPECT_EQ(limits->cpu_time, std::chrono::seconds(3));
+}
+
+TEST(InterpreterTest, ManySessionsOneAfterAnother) {
+  for (int i = 0; i < 200; ++i) {
+    auto session = test::NewSession({});
+    RunResult r = test::Run(*session, "return [1,2,3].reduce((a, b) => a + b);");
+    ASSERT_EQ(r.result_json, "6");
+  }
+}
+
+TEST(InterpreterTest, SessionsRunOnManyThreadsAtOnce) {
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&ok, t] {
+      for (int i = 0; i < 10; ++i) {
+        auto session = test::NewSession({});
+        std::string script = fmt::format(
+            "let s = 0; for (let i = 0; i < 100000; i++) s += i % {}; return s;", t + 2);
+        RunResult r = test::Run(*session, script);
+        if (r.outcome == Outcome::kCompleted) ++ok;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(ok.load(), 40);
+}
+
+TEST(InterpreterTest, AHostileSessionDoesNotDisturbOthersOnOtherThreads) {
+  std::atomic<bool> stop{false};
+  std::atomic<int> ok{0};
+  std::thread busy([&] {
+    while (!stop.load()) {
+      auto session = test::NewSession({});
+      RunResult r = test::Run(*session, "return JSON.stringify({a: [1, 2, 3]});");
+      if (r.outcome == Outcome::kCompleted) ++ok;
+    }
+  });
+  for (int i = 0; i < 3; ++i) {
+    SessionOptions options;
+    options.limits.cpu_time = std::chrono::milliseconds(50);
+    auto hostile = test::NewSession(std::move(options));
+    RunResult r = test::Run(*hostile, "const a = []; for (;;) a.push(new Array(1000));");
+    EXPECT_TRUE(r.outcome == Outcome::kTimeout || r.outcome == Outcome::kMemoryLimit)
+        << ToString(r.outcome) << ": " << r.error;
+  }
+  stop.store(true);
+  busy.join();
+  EXPECT_GT(ok.load(), 0);
+}
+
+TEST(InterpreterTest, CancelStopsARunningScript) {
+  SessionOptions options;
+  options.limits.cpu_time = std::chrono::seconds(30);
+  auto session = test::NewSession(std::move(options));
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    session->Cancel();
+  });
+  RunResult r = test::Run(*session, "for (;;) {}");
+  canceller.join();
+  EXPECT_EQ(r.outcome, Outcome::kCancelled);
 }
 
 }  // namespace

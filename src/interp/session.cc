@@ -35,11 +35,6 @@ bool StartsWith(std::string_view s, std::string_view prefix) {
   return s.substr(0, prefix.size()) == prefix;
 }
 
-Outcome ClassifyScriptError(std::string_view error) {
-  if (StartsWith(error, "InternalError: out of memory")) return Outcome::kMemoryLimit;
-  return Outcome::kScriptError;
-}
-
 json LimitsToJson(const Limits& l) {
   return {{"memory_bytes", l.memory_bytes},
           {"linear_memory_bytes", l.linear_memory_bytes},
@@ -431,6 +426,24 @@ RunResult SessionImpl::Finish(Outcome outcome, std::string error, std::string re
   return r;
 }
 
+RunResult SessionImpl::FinishScriptError(std::string error) {
+  if (StartsWith(error, "InternalError: out of memory")) {
+    return Finish(Outcome::kMemoryLimit, std::move(error));
+  }
+  // At the heap limit QuickJS cannot allocate the error object either and throws null. The linear
+  // memory (which never shrinks) tells whether the heap came near its limit during the run.
+  const bool near_limit =
+      guest_ != nullptr &&
+      int64_t{guest_->memory().size()} >= (int64_t{5} << 20) + limits_.memory_bytes * 9 / 10;
+  if ((error == "uncaught null" || error == "uncaught undefined") && near_limit) {
+    return Finish(Outcome::kMemoryLimit,
+                  fmt::format("InternalError: out of memory (the heap limit of {} bytes was "
+                              "reached; the engine could not even allocate the error)",
+                              limits_.memory_bytes));
+  }
+  return Finish(Outcome::kScriptError, std::move(error));
+}
+
 RunResult SessionImpl::Drive() {
   wall_deadline_ = Clock::now() + limits_.wall_time;
   auto budget = std::chrono::duration_cast<std::chrono::nanoseconds>(limits_.cpu_time +
@@ -445,7 +458,7 @@ RunResult SessionImpl::Drive() {
       std::string error = ErrorFromStatus(jobs.status(), &outcome);
       return Finish(outcome, error);
     }
-    if (jobs->threw) return Finish(ClassifyScriptError(jobs->exception), jobs->exception);
+    if (jobs->threw) return FinishScriptError(jobs->exception);
     if (!replay_error_.empty()) return Finish(Outcome::kScriptError, replay_error_);
 
     absl::StatusOr<PromiseState> state = guest_->GetPromiseState(main_promise_);
@@ -468,20 +481,8 @@ RunResult SessionImpl::Drive() {
         return Finish(Outcome::kCompleted, "", std::move(result));
       }
       // Rejected: render the reason as the engine renders uncaught exceptions.
-      json j = json::parse(*dump, nullptr, false);
-      std::string error;
-      if (j.is_object() && j.contains("message") && j["message"].is_string()) {
-        error = fmt::format("{}: {}", j.value("name", std::string("Error")),
-                            j["message"].get<std::string>());
-        if (j.contains("stack") && j["stack"].is_string()) {
-          std::string stack = j["stack"].get<std::string>();
-          while (!stack.empty() && stack.back() == '\n') stack.pop_back();
-          if (!stack.empty()) error += "\n" + stack;
-        }
-      } else {
-        error = fmt::format("uncaught {}", *dump);
-      }
-      return Finish(ClassifyScriptError(error), error);
+      std::string error = FormatException(*dump);
+      return FinishScriptError(error);
     }
 
     StartQueuedTools();
@@ -547,19 +548,19 @@ absl::StatusOr<RunResult> SessionImpl::Run(std::string_view script) {
     return InvalidArgument(fmt::format("script of {} bytes: the limit is {}", script.size(),
                                        limits_.max_script_bytes));
   }
-  script_ = std::string(script);
+  if (script.data() != script_.data()) script_ = std::string(script);
   wall_deadline_ = Clock::now() + limits_.wall_time;
   auto budget = std::chrono::duration_cast<std::chrono::nanoseconds>(limits_.cpu_time +
                                                                      limits_.backstop_grace);
   guest_->set_backstop_budget(budget);
-  absl::StatusOr<EvalResult> main = guest_->Eval(WrapScript(script), "script.js");
+  absl::StatusOr<EvalResult> main = guest_->Eval(WrapScript(script_), "script.js");
   if (!interrupt_reason_.empty()) return Finish(interrupt_outcome_, interrupt_reason_);
   if (!main.ok()) {
     Outcome outcome;
     std::string error = ErrorFromStatus(main.status(), &outcome);
     return Finish(outcome, error);
   }
-  if (main->threw) return Finish(ClassifyScriptError(main->exception), main->exception);
+  if (main->threw) return FinishScriptError(main->exception);
   main_promise_ = main->value;
   return Drive();
 }

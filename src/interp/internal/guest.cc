@@ -46,6 +46,36 @@ void InitModule() {
 
 std::string_view WasmBuildId() { return AIRLOCK_QJS_WASM_SHA256; }
 
+std::string FormatException(std::string_view dump) {
+  constexpr int kMaxStackLines = 12;
+  nlohmann::json j = nlohmann::json::parse(dump, nullptr, false);
+  if (!j.is_object() || !j.contains("message") || !j["message"].is_string()) {
+    return fmt::format("uncaught {}", dump.substr(0, 4096));
+  }
+  std::string name = j.contains("name") && j["name"].is_string() ? j["name"].get<std::string>()
+                                                                 : std::string("Error");
+  std::string out = fmt::format("{}: {}", name, j["message"].get<std::string>().substr(0, 4096));
+  if (j.contains("stack") && j["stack"].is_string()) {
+    std::string_view stack = j["stack"].get_ref<const std::string&>();
+    int lines = 0;
+    while (!stack.empty()) {
+      size_t nl = stack.find('\n');
+      std::string_view line = stack.substr(0, nl);
+      stack = nl == std::string_view::npos ? std::string_view() : stack.substr(nl + 1);
+      if (line.empty()) continue;
+      if (++lines > kMaxStackLines) {
+        size_t rest = 1;
+        for (char c : stack) rest += c == '\n' ? 1 : 0;
+        out += fmt::format("\n    ... {} more frames", rest);
+        break;
+      }
+      out += "\n";
+      out += line.substr(0, 512);
+    }
+  }
+  return out;
+}
+
 Guest::Guest(const GuestConfig& config, GuestHost* host)
     : config_(config), host_(host), instance_(std::make_unique<Z_qjs_instance_t>()) {}
 
@@ -270,19 +300,7 @@ absl::StatusOr<EvalResult> Guest::TakeResult(uint32_t value) {
     result.exception = fmt::format("(exception not readable: {})", Message(dump.status()));
     return result;
   }
-  // Errors dump as {"name","message","stack"}; anything else thrown is shown as its JSON.
-  nlohmann::json j = nlohmann::json::parse(*dump, nullptr, false);
-  if (j.is_object() && j.contains("message") && j["message"].is_string()) {
-    std::string name = j.value("name", std::string("Error"));
-    result.exception = fmt::format("{}: {}", name, j["message"].get<std::string>());
-    if (j.contains("stack") && j["stack"].is_string()) {
-      std::string stack = j["stack"].get<std::string>();
-      while (!stack.empty() && stack.back() == '\n') stack.pop_back();
-      if (!stack.empty()) result.exception += "\n" + stack;
-    }
-  } else {
-    result.exception = fmt::format("uncaught {}", *dump);
-  }
+  result.exception = FormatException(*dump);
   return result;
 }
 
@@ -314,9 +332,13 @@ absl::StatusOr<EvalResult> Guest::ExecutePendingJobs() {
     uint32_t value = QJS_EXPORT_QTS_ExecutePendingJob(in, state_.rt, -1, state_.scratch);
     if (value == 0) return ResourceExhausted("guest out of memory (job result)");
     // The result is the number of jobs run, or the exception a job threw.
-    ASSIGN_OR_RETURN(std::string type,
-                     TakeCString(QJS_EXPORT_QTS_Typeof(in, state_.ctx, value), 64));
-    if (type == "number") {
+    // QTS_Typeof's string comes from strdup: free(), not JS_FreeCString.
+    uint32_t type_ptr = QJS_EXPORT_QTS_Typeof(in, state_.ctx, value);
+    if (type_ptr == 0) return ResourceExhausted("guest out of memory (typeof)");
+    absl::StatusOr<std::string> type = ReadCString(type_ptr, 64);
+    QJS_EXPORT_free(in, type_ptr);
+    if (!type.ok()) return type.status();
+    if (*type == "number") {
       QJS_EXPORT_QTS_FreeValuePointer(in, state_.ctx, value);
       return absl::OkStatus();
     }
@@ -326,13 +348,7 @@ absl::StatusOr<EvalResult> Guest::ExecutePendingJobs() {
     ASSIGN_OR_RETURN(std::string dump,
                      TakeCString(QJS_EXPORT_QTS_Dump(in, state_.ctx, value), kMaxStringBytes));
     QJS_EXPORT_QTS_FreeValuePointer(in, state_.ctx, value);
-    nlohmann::json j = nlohmann::json::parse(dump, nullptr, false);
-    if (j.is_object() && j.contains("message") && j["message"].is_string()) {
-      result.exception = fmt::format("{}: {}", j.value("name", std::string("Error")),
-                                     j["message"].get<std::string>());
-    } else {
-      result.exception = fmt::format("uncaught {}", dump);
-    }
+    result.exception = FormatException(dump);
     return absl::OkStatus();
   }));
   return result;

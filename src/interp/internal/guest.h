@@ -165,6 +165,10 @@ class Guest {
   std::chrono::nanoseconds backstop_budget_ = std::chrono::nanoseconds::max();
 };
 
+// Renders a value the script threw, from its Dump: "Name: message" and the first lines of the
+// stack for errors, "uncaught <json>" for anything else.
+std::string FormatException(std::string_view dump);
+
 // sha256 (hex) of the .wasm this binary was built from: the build id of its snapshots.
 std::string_view WasmBuildId();
 

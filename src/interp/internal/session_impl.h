@@ -82,6 +82,8 @@ class SessionImpl : public Session, private GuestHost {
   // Runs jobs, delivers answers, starts tools, until the script ends or pauses.
   RunResult Drive();
   RunResult Finish(Outcome outcome, std::string error, std::string result_json = {});
+  // An uncaught exception: kScriptError, or kMemoryLimit when it is the engine's out of memory.
+  RunResult FinishScriptError(std::string error);
   absl::Status Deliver(const std::string& id, const ToolResult& result);
   void StartQueuedTools();
   std::chrono::nanoseconds GuestTime() const;

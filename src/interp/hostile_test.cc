@@ -1,0 +1,215 @@
+// Hostile scripts: each ends in a clear outcome, and the host (and the next session) is unharmed.
+#include <chrono>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "interp/internal/guest.h"
+#include "interp/internal/watchdog.h"
+#include "interp/test_util.h"
+
+namespace airlock::interp {
+namespace {
+
+using ::testing::AnyOf;
+using ::testing::HasSubstr;
+
+struct Case {
+  const char* name;
+  const char* script;
+  Outcome outcome;
+  const char* error;  // a substring of RunResult::error
+};
+
+RunResult RunHostile(const char* script) {
+  SessionOptions options;
+  options.limits.cpu_time = std::chrono::milliseconds(300);
+  options.limits.backstop_grace = std::chrono::milliseconds(300);
+  options.limits.memory_bytes = 32 << 20;
+  auto session = test::NewSession(std::move(options));
+  return test::Run(*session, script);
+}
+
+void ExpectHostStillWorks() {
+  auto session = test::NewSession({});
+  RunResult r = test::Run(*session, "return [1, 2, 3].map((x) => x * x).join();");
+  EXPECT_EQ(r.result_json, "\"1,4,9\"");
+}
+
+class HostileTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(HostileTest, EndsClearly) {
+  const Case& c = GetParam();
+  auto start = std::chrono::steady_clock::now();
+  RunResult r = RunHostile(c.script);
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(r.outcome, c.outcome) << ToString(r.outcome) << ": " << r.error;
+  EXPECT_THAT(r.error, HasSubstr(c.error));
+  // Nothing runs much past its time limit (300 ms), whatever it does.
+  EXPECT_LT(took, std::chrono::seconds(3));
+  ExpectHostStillWorks();
+}
+
+const Case kCases[] = {
+    {"BusyLoop", "for (;;) {}", Outcome::kTimeout, "time limit"},
+    {"BusyLoopInTryCatch", "for (;;) { try { for (;;) {} } catch (e) {} finally {} }",
+     Outcome::kTimeout, "time limit"},
+    {"AwaitLoop", "for (;;) await null;", Outcome::kTimeout, "time limit"},
+    {"MicrotaskFlood",
+     "const f = () => Promise.resolve().then(f); f(); await new Promise(() => {});",
+     Outcome::kTimeout, "time limit"},
+    {"AllocationBomb", "const a = []; for (;;) a.push(new Array(100000).fill(a.length));",
+     Outcome::kMemoryLimit, "out of memory"},
+    {"StringBomb", "let s = 'x'; for (;;) s += s;", Outcome::kScriptError, "string too long"},
+    {"AllocationBombThatCatches",
+     "const a = []; for (;;) { try { a.push(new Array(100000).fill(1)); } catch (e) {} }",
+     Outcome::kTimeout, "time limit"},
+    {"DeepRecursion", "function f(n) { return f(n + 1) + 1; } f(0);", Outcome::kScriptError,
+     "stack overflow"},
+    {"DeepJsonParse", "JSON.parse('['.repeat(1e6));", Outcome::kScriptError, "stack overflow"},
+    {"ObjectBomb", "let o = {}; for (let i = 0; i < 1e7; i++) o = {o};", Outcome::kMemoryLimit,
+     "out of memory"},
+    // JSON.stringify of deep nesting is quadratic and does not poll the interrupt handler: only
+    // the watchdog stops it.
+    {"DeepJsonStringify", "let o = {}; for (let i = 0; i < 1e5; i++) o = {o}; JSON.stringify(o);",
+     Outcome::kTimeout, "stopped by the watchdog"},
+    // The parser recurses natively until the thread's stack runs out: a trap, caught.
+    {"DeepEvalNesting", "eval('('.repeat(3e5) + '1' + ')'.repeat(3e5));", Outcome::kTrapped,
+     "native call stack exhausted"},
+    {"DeepArrayToString", "let a = []; for (let i = 0; i < 3e5; i++) a = [a]; String(a);",
+     Outcome::kScriptError, "more frames"},
+    {"CatastrophicRegex", "/^(a+)+$/.test('a'.repeat(40) + 'b');", Outcome::kTimeout, "time limit"},
+    {"HugeString", "'x'.repeat(2 ** 29);", Outcome::kMemoryLimit, "out of memory"},
+    {"HugeArrayBuffer", "new ArrayBuffer(2 ** 30);", Outcome::kMemoryLimit, "out of memory"},
+    {"ManyArrayBuffers", "const a = []; for (;;) a.push(new ArrayBuffer(1 << 20));",
+     Outcome::kMemoryLimit, "out of memory"},
+    {"ProxyRecursion", "const p = new Proxy({}, {get(t, k, r) { return r[k]; }}); p.x;",
+     Outcome::kScriptError, "stack overflow"},
+    {"CyclicToString", "const a = []; a[0] = a; a.toString = () => String(a); String(a);",
+     Outcome::kScriptError, "stack overflow"},
+    {"Require", "require('fs');", Outcome::kScriptError,
+     "ReferenceError: 'require' is not defined"},
+    {"Process", "process.exit(1);", Outcome::kScriptError, "'process' is not defined"},
+    {"Fetch", "await fetch('http://169.254.169.254/');", Outcome::kScriptError,
+     "'fetch' is not defined"},
+    {"DynamicImport", "await import('fs');", Outcome::kScriptError, "could not load module"},
+    {"StdAndOs", "return [typeof std, typeof os, typeof print, typeof scriptArgs];",
+     Outcome::kCompleted, ""},
+    {"FunctionConstructorGlobal",
+     "const g = (0, eval)('this'); const h = Function('return this')();"
+     "if (g !== globalThis || h !== globalThis) throw new Error('new global');"
+     "return typeof h.__airlock_host;",
+     Outcome::kCompleted, ""},
+    {"ConstructorChain", "return [].constructor.constructor('return typeof process')();",
+     Outcome::kCompleted, ""},
+};
+
+INSTANTIATE_TEST_SUITE_P(Scripts, HostileTest, ::testing::ValuesIn(kCases),
+                         [](const ::testing::TestParamInfo<Case>& param) {
+                           return std::string(param.param.name);
+                         });
+
+TEST(HostileValuesTest, CapabilityProbesSeeNothing) {
+  EXPECT_EQ(
+      RunHostile("return [typeof std, typeof os, typeof print, typeof scriptArgs];").result_json,
+      "[\"undefined\",\"undefined\",\"undefined\",\"undefined\"]");
+  EXPECT_EQ(RunHostile("return typeof Function('return this')().__airlock_host;").result_json,
+            "\"undefined\"");
+  EXPECT_EQ(RunHostile("return [].constructor.constructor('return typeof process')();").result_json,
+            "\"undefined\"");
+}
+
+TEST(HostileValuesTest, ToolsCannotBeSubvertedThroughPrototypes) {
+  SessionOptions options;
+  options.tools = {test::FnTool(
+      "echo", [](const nlohmann::json& a) -> absl::StatusOr<nlohmann::json> { return a; })};
+  auto session = test::NewSession(std::move(options));
+  RunResult r = test::Run(*session, R"JS(
+    JSON.parse = () => 'hijacked';
+    JSON.stringify = () => '"hijacked"';
+    Promise.prototype.then = function () { return 'hijacked'; };
+    const r = await tools.call('echo', {x: 1});
+    return r;
+  )JS");
+  EXPECT_EQ(r.outcome, Outcome::kCompleted) << r.error;
+}
+
+// A guest stuck where the engine never polls the interrupt handler: here a host that never
+// interrupts, so only the watchdog can stop it.
+class NeverInterrupt : public internal::GuestHost {
+ public:
+  uint32_t OnHostCall(internal::Guest&, std::string_view, std::string_view,
+                      std::string_view) override {
+    return 0;
+  }
+  bool ShouldInterrupt(internal::Guest&) override { return false; }
+};
+
+TEST(WatchdogTest, StopsAGuestThatIgnoresTheInterruptHandler) {
+  NeverInterrupt host;
+  auto guest = internal::Guest::Boot({}, &host);
+  ASSERT_TRUE(guest.ok()) << guest.status();
+  (*guest)->set_backstop_budget(std::chrono::milliseconds(100));
+  uint64_t before = internal::Watchdog::Get().revocations();
+  auto start = std::chrono::steady_clock::now();
+  auto r = (*guest)->Eval("for (;;) {}", "stuck.js");
+  auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(Message(r.status())), HasSubstr("stopped by the watchdog"));
+  EXPECT_TRUE((*guest)->revoked());
+  EXPECT_TRUE((*guest)->broken());
+  EXPECT_EQ(internal::Watchdog::Get().revocations(), before + 1);
+  EXPECT_LT(took, std::chrono::seconds(2));
+  // The broken guest refuses further work; others are fine.
+  EXPECT_FALSE((*guest)->Eval("1", "again.js").ok());
+  ExpectHostStillWorks();
+}
+
+TEST(GuestMemoryTest, ReadsOfGarbagePointersAreErrors) {
+  NeverInterrupt host;
+  auto guest = internal::Guest::Boot({}, &host);
+  ASSERT_TRUE(guest.ok()) << guest.status();
+  internal::Guest& g = **guest;
+  uint32_t size = g.memory().size();
+  EXPECT_FALSE(g.ReadCString(0, 10).ok());
+  EXPECT_FALSE(g.ReadCString(size, 10).ok());
+  EXPECT_FALSE(g.ReadCString(0xffffffff, 10).ok());
+  EXPECT_FALSE(g.ReadU32(size - 2).ok());
+  EXPECT_FALSE(g.WriteBytes(size - 1, "ab").ok());
+  // A string without its NUL at the very end of memory.
+  ASSERT_TRUE(g.WriteBytes(size - 3, "abc").ok());
+  EXPECT_FALSE(g.ReadCString(size - 3, 100).ok());
+  // Longer than allowed.
+  ASSERT_TRUE(g.WriteBytes(size - 100, std::string(99, 'a') + '\0').ok());
+  EXPECT_EQ(g.ReadCString(size - 100, 10).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(*g.ReadCString(size - 100, 99), std::string(99, 'a'));
+}
+
+TEST(GuestMemoryTest, LinearMemoryNeverGrowsPastItsCap) {
+  NeverInterrupt host;
+  internal::GuestConfig config;
+  config.max_pages = 512;                  // 32 MiB
+  config.quickjs_memory_limit = 1u << 30;  // only the hard cap applies
+  auto guest = internal::Guest::Boot(config, &host);
+  ASSERT_TRUE(guest.ok()) << guest.status();
+  auto r = (*guest)->Eval("const a = []; for (;;) a.push(new Array(100000).fill(1));", "bomb.js");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->threw);
+  EXPECT_THAT(r->exception, HasSubstr("out of memory"));
+  EXPECT_LE((*guest)->memory().pages(), 512u);
+}
+
+TEST(GuestMemoryTest, ATrapDiscardsOnlyThatGuest) {
+  NeverInterrupt host;
+  auto guest = internal::Guest::Boot({}, &host);
+  ASSERT_TRUE(guest.ok()) << guest.status();
+  // Revoking the memory makes the next access fault: the same path as any out-of-bounds trap.
+  (*guest)->memory().Revoke();
+  auto r = (*guest)->Eval("1 + 1", "x.js");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(Message(r.status())), HasSubstr("guest trapped: out of bounds"));
+  ExpectHostStillWorks();
+}
+
+}  // namespace
+}  // namespace airlock::interp
