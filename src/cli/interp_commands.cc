@@ -148,7 +148,7 @@ int RunInterpScript(const InterpRunArgs& args, std::ostream& out, std::ostream& 
     }
   }
   options.limits.memory_bytes = *memory;
-  options.limits.cpu_time = *timeout;
+  options.limits.exec_time = *timeout;
   options.limits.wall_time = *wall;
   auto catalog = Catalog();
   for (const std::string& name : args.tools) {

@@ -39,7 +39,7 @@ absl::Status SelfTest() {
         ToString(r.outcome), r.result_json, expected, session->console(), r.error));
   }
   SessionOptions spin;
-  spin.limits.cpu_time = std::chrono::milliseconds(1);
+  spin.limits.exec_time = std::chrono::milliseconds(1);
   ASSIGN_OR_RETURN(session, SessionImpl::Create(spin));
   ASSIGN_OR_RETURN(r, session->Run("for (;;) {}"));
   if (r.outcome != Outcome::kTimeout) {
@@ -107,7 +107,7 @@ absl::StatusOr<Limits> LimitsFromSpec(const spec::SandboxSpec& spec) {
   }
   Limits limits;
   limits.memory_bytes = spec.resources.memory_mb << 20;
-  limits.cpu_time = std::chrono::seconds(spec.resources.command_timeout_seconds);
+  limits.exec_time = std::chrono::seconds(spec.resources.command_timeout_seconds);
   limits.wall_time = std::chrono::seconds(spec.resources.run_timeout_seconds);
   limits.max_console_bytes = spec.resources.max_log_bytes;
   return limits;

@@ -50,9 +50,10 @@ struct Limits {
   int64_t linear_memory_bytes = 0;
   // JavaScript stack (QuickJS's limit, on the WebAssembly shadow stack of 5 MiB).
   int64_t stack_bytes = 1 << 20;
-  // Guest execution time over the session's whole life, across pauses and processes. Enforced by
-  // the engine's interrupt handler (uncatchable), backed by the watchdog after backstop_grace.
-  std::chrono::milliseconds cpu_time{5000};
+  // Execution time: the (wall-clock) time spent running guest code over the session's whole
+  // life, across pauses and processes; waits for tools do not count. Enforced by the engine's
+  // interrupt handler (uncatchable), backed by the watchdog after backstop_grace.
+  std::chrono::milliseconds exec_time{5000};
   // Wall time of one Run or Resume, including waits for immediate tools.
   std::chrono::milliseconds wall_time{60000};
   std::chrono::milliseconds backstop_grace{1000};
@@ -64,7 +65,7 @@ struct Limits {
   int64_t max_script_bytes = 1 << 20;
 };
 
-// Limits for a level-0 SandboxSpec (resources.memoryMb, commandTimeoutSeconds as CPU time,
+// Limits for a level-0 SandboxSpec (resources.memoryMb, commandTimeoutSeconds as execution time,
 // runTimeoutSeconds as wall time). InvalidArgument when the spec's level is not 0.
 absl::StatusOr<Limits> LimitsFromSpec(const spec::SandboxSpec& spec);
 
@@ -87,7 +88,7 @@ enum class Outcome {
   kPaused,       // the script awaits only durable tools; see pending, Snapshot(), Resume()
   kScriptError,  // an uncaught exception (syntax error, stack overflow, a failed tool...)
   kMemoryLimit,  // uncaught "out of memory"
-  kTimeout,      // cpu_time or wall_time ran out, or the watchdog stopped the guest
+  kTimeout,      // exec_time or wall_time ran out, or the watchdog stopped the guest
   kCancelled,    // Cancel()
   kTrapped,      // the WebAssembly guest trapped (a fault inside the engine); discarded
   kStalled,      // the script awaits a promise nothing can settle

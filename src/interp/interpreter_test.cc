@@ -166,7 +166,7 @@ TEST(InterpreterTest, LimitsFromALevelZeroSpec) {
   auto limits = LimitsFromSpec(spec);
   ASSERT_TRUE(limits.ok()) << limits.status();
   EXPECT_EQ(limits->memory_bytes, 64 << 20);
-  EXPECT_EQ(limits->cpu_time, std::chrono::seconds(3));
+  EXPECT_EQ(limits->exec_time, std::chrono::seconds(3));
 }
 
 TEST(InterpreterTest, ManySessionsOneAfterAnother) {
@@ -207,7 +207,7 @@ TEST(InterpreterTest, AHostileSessionDoesNotDisturbOthersOnOtherThreads) {
   });
   for (int i = 0; i < 3; ++i) {
     SessionOptions options;
-    options.limits.cpu_time = std::chrono::milliseconds(50);
+    options.limits.exec_time = std::chrono::milliseconds(50);
     auto hostile = test::NewSession(std::move(options));
     RunResult r = test::Run(*hostile, "const a = []; for (;;) a.push(new Array(1000));");
     EXPECT_TRUE(r.outcome == Outcome::kTimeout || r.outcome == Outcome::kMemoryLimit)
@@ -220,7 +220,7 @@ TEST(InterpreterTest, AHostileSessionDoesNotDisturbOthersOnOtherThreads) {
 
 TEST(InterpreterTest, CancelStopsARunningScript) {
   SessionOptions options;
-  options.limits.cpu_time = std::chrono::seconds(30);
+  options.limits.exec_time = std::chrono::seconds(30);
   auto session = test::NewSession(std::move(options));
   std::thread canceller([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));

@@ -39,7 +39,7 @@ json LimitsToJson(const Limits& l) {
   return {{"memory_bytes", l.memory_bytes},
           {"linear_memory_bytes", l.linear_memory_bytes},
           {"stack_bytes", l.stack_bytes},
-          {"cpu_time_ms", l.cpu_time.count()},
+          {"exec_time_ms", l.exec_time.count()},
           {"wall_time_ms", l.wall_time.count()},
           {"backstop_grace_ms", l.backstop_grace.count()},
           {"max_in_flight_calls", l.max_in_flight_calls},
@@ -54,7 +54,7 @@ Limits LimitsFromJson(const json& j) {
   l.memory_bytes = j.value("memory_bytes", l.memory_bytes);
   l.linear_memory_bytes = j.value("linear_memory_bytes", l.linear_memory_bytes);
   l.stack_bytes = j.value("stack_bytes", l.stack_bytes);
-  l.cpu_time = std::chrono::milliseconds(j.value("cpu_time_ms", l.cpu_time.count()));
+  l.exec_time = std::chrono::milliseconds(j.value("exec_time_ms", l.exec_time.count()));
   l.wall_time = std::chrono::milliseconds(j.value("wall_time_ms", l.wall_time.count()));
   l.backstop_grace =
       std::chrono::milliseconds(j.value("backstop_grace_ms", l.backstop_grace.count()));
@@ -122,7 +122,7 @@ absl::Status SessionImpl::Configure(SessionOptions options) {
     return InvalidArgument(
         fmt::format("stack limit {} bytes: want 64 KiB to 4 MiB", l.stack_bytes));
   }
-  if (l.cpu_time.count() <= 0 || l.wall_time.count() <= 0 || l.max_in_flight_calls < 1 ||
+  if (l.exec_time.count() <= 0 || l.wall_time.count() <= 0 || l.max_in_flight_calls < 1 ||
       l.max_total_calls < 0 || l.max_value_bytes < 16 || l.max_script_bytes < 1) {
     return InvalidArgument("limits: time limits and max_in_flight_calls must be positive");
   }
@@ -189,9 +189,9 @@ bool SessionImpl::ShouldInterrupt(Guest& /*guest*/) {
     interrupt_outcome_ = Outcome::kCancelled;
     return true;
   }
-  if (GuestTime() > limits_.cpu_time) {
+  if (GuestTime() > limits_.exec_time) {
     interrupt_reason_ =
-        fmt::format("time limit: the script ran for more than {} ms", limits_.cpu_time.count());
+        fmt::format("time limit: the script ran for more than {} ms", limits_.exec_time.count());
     interrupt_outcome_ = Outcome::kTimeout;
     return true;
   }
@@ -446,7 +446,7 @@ RunResult SessionImpl::FinishScriptError(std::string error) {
 
 RunResult SessionImpl::Drive() {
   wall_deadline_ = Clock::now() + limits_.wall_time;
-  auto budget = std::chrono::duration_cast<std::chrono::nanoseconds>(limits_.cpu_time +
+  auto budget = std::chrono::duration_cast<std::chrono::nanoseconds>(limits_.exec_time +
                                                                      limits_.backstop_grace) -
                 guest_time_before_;
   guest_->set_backstop_budget(budget);
@@ -550,7 +550,7 @@ absl::StatusOr<RunResult> SessionImpl::Run(std::string_view script) {
   }
   if (script.data() != script_.data()) script_ = std::string(script);
   wall_deadline_ = Clock::now() + limits_.wall_time;
-  auto budget = std::chrono::duration_cast<std::chrono::nanoseconds>(limits_.cpu_time +
+  auto budget = std::chrono::duration_cast<std::chrono::nanoseconds>(limits_.exec_time +
                                                                      limits_.backstop_grace);
   guest_->set_backstop_budget(budget);
   absl::StatusOr<EvalResult> main = guest_->Eval(WrapScript(script_), "script.js");
