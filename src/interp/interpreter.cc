@@ -122,7 +122,7 @@ std::string_view Interpreter::BuildId() { return internal::WasmBuildId(); }
 
 absl::StatusOr<std::unique_ptr<Session>> Interpreter::NewSession(SessionOptions options) const {
   ASSIGN_OR_RETURN(std::unique_ptr<SessionImpl> session, SessionImpl::Create(std::move(options)));
-  return std::unique_ptr<Session>(std::move(session));
+  return std::unique_ptr<Session>(new Session(std::move(session)));
 }
 
 absl::StatusOr<std::unique_ptr<Session>> Interpreter::Restore(std::string_view snapshot,
@@ -136,7 +136,7 @@ absl::StatusOr<std::unique_ptr<Session>> Interpreter::Restore(std::string_view s
       std::unique_ptr<SessionImpl> session,
       SessionImpl::FromSnapshot(state, image.pages, image.bitmap, image.data, std::move(options)),
       "restore");
-  return std::unique_ptr<Session>(std::move(session));
+  return std::unique_ptr<Session>(new Session(std::move(session)));
 }
 
 absl::StatusOr<std::unique_ptr<Session>> Interpreter::Replay(std::string_view snapshot,
@@ -153,7 +153,8 @@ absl::StatusOr<std::unique_ptr<Session>> Interpreter::Replay(std::string_view sn
     return FailedPrecondition(fmt::format("replay: the script ended {} instead of pausing: {}",
                                           ToString(r.outcome), r.error));
   }
-  return std::unique_ptr<Session>(std::move(session));
+  session->EndReplay();
+  return std::unique_ptr<Session>(new Session(std::move(session)));
 }
 
 }  // namespace airlock::interp

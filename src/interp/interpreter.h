@@ -124,30 +124,43 @@ const char* ToString(JournalEntry::Status status);
 
 enum class SessionState {
   kNew,       // no script yet
+  kRunning,   // inside Run or Resume
   kPaused,    // awaiting durable calls: Resume or Snapshot
   kFinished,  // ended (see the last RunResult); the guest is gone
 };
 
+namespace internal {
+class SessionImpl;
+}
+
+// One script's life. Used by one thread at a time (Cancel from any). Movable, not copyable.
 class Session {
  public:
-  virtual ~Session() = default;
+  ~Session();
+  Session(Session&&) noexcept;
+  Session& operator=(Session&&) noexcept;
 
   // Runs `script` (the body of an async function: `await` and `return` work at top level) until
   // it finishes or awaits only durable calls. Once per session.
-  virtual absl::StatusOr<RunResult> Run(std::string_view script) = 0;
+  absl::StatusOr<RunResult> Run(std::string_view script);
   // Answers the durable call `call_id` and continues the script. Only in kPaused.
-  virtual absl::StatusOr<RunResult> Resume(std::string_view call_id, const ToolResult& result) = 0;
+  absl::StatusOr<RunResult> Resume(std::string_view call_id, const ToolResult& result);
   // The paused session, signed with the session's key: the guest's non-zero memory pages, its
   // global, the pending calls, the journal and the build id. Only in kPaused.
-  virtual absl::StatusOr<std::string> Snapshot() = 0;
+  absl::StatusOr<std::string> Snapshot();
   // Stops the running script at its next interrupt poll (or the watchdog's). Any thread.
-  virtual void Cancel() = 0;
+  void Cancel();
 
-  virtual const SessionId& id() const = 0;
-  virtual SessionState state() const = 0;
-  virtual const std::string& console() const = 0;
-  virtual const std::vector<JournalEntry>& journal() const = 0;
-  virtual const RunResult& last_result() const = 0;
+  const SessionId& id() const;
+  SessionState state() const;
+  const std::string& console() const;
+  const std::vector<JournalEntry>& journal() const;
+  const RunResult& last_result() const;
+
+ private:
+  friend class Interpreter;
+  explicit Session(std::unique_ptr<internal::SessionImpl> impl);
+  std::unique_ptr<internal::SessionImpl> impl_;
 };
 
 class Interpreter {

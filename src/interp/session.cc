@@ -303,17 +303,24 @@ uint32_t SessionImpl::ToolCallFromGuest(std::string_view name_json, std::string_
   e.args_json = p.args;
   e.started_unix_ms = UnixMillis();
 
-  if (!replay_.empty() || !replay_error_.empty()) {
+  if (replaying_) {
     if (replay_.empty()) {
-      // Past the end of the journal: the replayed script made more calls than the original.
-      if (replay_error_.empty()) replay_error_ = "the script made more calls than its journal";
+      // Every call of the original run is in its journal: one more is a divergence.
+      if (replay_error_.empty()) {
+        replay_error_ = fmt::format(
+            "replay diverged at {}: the script made a call ({}) that is "
+            "not in its journal",
+            p.id, name);
+      }
     } else {
       JournalEntry recorded = std::move(replay_.front());
       replay_.pop_front();
       if (recorded.call_id != p.id || recorded.tool != name || recorded.args_json != p.args) {
-        replay_error_ =
-            fmt::format("replay diverged at {}: the journal has {}({}), the script called {}({})",
-                        recorded.call_id, recorded.tool, recorded.args_json, name, p.args);
+        if (replay_error_.empty()) {
+          replay_error_ =
+              fmt::format("replay diverged at {}: the journal has {}({}), the script called {}({})",
+                          recorded.call_id, recorded.tool, recorded.args_json, name, p.args);
+        }
       } else {
         e.started_unix_ms = recorded.started_unix_ms;
         if (recorded.status == JournalEntry::Status::kOk ||
@@ -549,6 +556,7 @@ absl::StatusOr<RunResult> SessionImpl::Run(std::string_view script) {
                                        limits_.max_script_bytes));
   }
   if (script.data() != script_.data()) script_ = std::string(script);
+  state_ = SessionState::kRunning;
   wall_deadline_ = Clock::now() + limits_.wall_time;
   auto budget = std::chrono::duration_cast<std::chrono::nanoseconds>(limits_.exec_time +
                                                                      limits_.backstop_grace);
@@ -580,7 +588,7 @@ absl::StatusOr<RunResult> SessionImpl::Resume(std::string_view call_id, const To
     std::lock_guard<std::mutex> lock(completions_->mu);
     completions_->items.emplace_back(std::string(call_id), result);
   }
-  state_ = SessionState::kNew;  // running again
+  state_ = SessionState::kRunning;
   RunResult r = Drive();
   return r;
 }
@@ -724,8 +732,30 @@ absl::StatusOr<std::unique_ptr<SessionImpl>> SessionImpl::ForReplay(const json& 
   RETURN_IF_ERROR(s->Configure(std::move(options)));
   RETURN_IF_ERROR(s->LoadHostState(host_state, /*with_guest=*/false));
   if (s->replay_.empty()) return InvalidArgument("replay: the journal is empty");
+  s->replaying_ = true;
   RETURN_IF_ERROR(s->BootGuest());
   return s;
 }
 
 }  // namespace airlock::interp::internal
+
+namespace airlock::interp {
+
+Session::Session(std::unique_ptr<internal::SessionImpl> impl) : impl_(std::move(impl)) {}
+Session::~Session() = default;
+Session::Session(Session&&) noexcept = default;
+Session& Session::operator=(Session&&) noexcept = default;
+
+absl::StatusOr<RunResult> Session::Run(std::string_view script) { return impl_->Run(script); }
+absl::StatusOr<RunResult> Session::Resume(std::string_view call_id, const ToolResult& result) {
+  return impl_->Resume(call_id, result);
+}
+absl::StatusOr<std::string> Session::Snapshot() { return impl_->Snapshot(); }
+void Session::Cancel() { impl_->Cancel(); }
+const SessionId& Session::id() const { return impl_->id(); }
+SessionState Session::state() const { return impl_->state(); }
+const std::string& Session::console() const { return impl_->console(); }
+const std::vector<JournalEntry>& Session::journal() const { return impl_->journal(); }
+const RunResult& Session::last_result() const { return impl_->last_result(); }
+
+}  // namespace airlock::interp

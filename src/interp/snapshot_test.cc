@@ -225,6 +225,28 @@ TEST(SnapshotTest, ReplayOfADivergingScriptFails) {
   EXPECT_THAT(std::string(Message(replayed.status())), HasSubstr("replay diverged at call-1"));
 }
 
+TEST(SnapshotTest, ReplayRefusesCallsThatAreNotInTheJournal) {
+  // A journal that lost its last entry (the pending approval): the replayed script's call of
+  // human_approval has nothing to match and must not reach the tool.
+  auto image = internal::DecodeSnapshot(PausedSnapshot(), test::TestKey(), Interpreter::BuildId(),
+                                        internal::BuildCheck::kSameBuild);
+  ASSERT_TRUE(image.ok()) << image.status();
+  json state = json::parse(image->host_state);
+  state["journal"].erase(state["journal"].size() - 1);
+  image->host_state = state.dump();
+  auto edited = internal::EncodeSnapshot(*image, test::TestKey());
+  ASSERT_TRUE(edited.ok());
+  int notified = 0;
+  SessionOptions options = Options();
+  options.tools[1] = MakeHumanApprovalTool([&notified](const ToolCall&) { ++notified; });
+  auto replayed = test::Interp().Replay(*edited, std::move(options));
+  ASSERT_FALSE(replayed.ok());
+  EXPECT_THAT(std::string(Message(replayed.status())),
+              HasSubstr("replay diverged at call-2: the script made a call (human_approval) "
+                        "that is not in its journal"));
+  EXPECT_EQ(notified, 0);
+}
+
 TEST(SnapshotTest, SnapshotOfASmallStateIsSmall) {
   std::string snap = PausedSnapshot();
   EXPECT_LT(snap.size(), 100u * 1024);

@@ -29,7 +29,7 @@ struct CompletionQueue {
   bool cancelled = false;
 };
 
-class SessionImpl : public Session, private GuestHost {
+class SessionImpl : private GuestHost {
  public:
   // Validates the options (limits, rule of two) and boots a guest.
   static absl::StatusOr<std::unique_ptr<SessionImpl>> Create(SessionOptions options);
@@ -44,17 +44,22 @@ class SessionImpl : public Session, private GuestHost {
                                                                 SessionOptions options);
   ~SessionImpl() override;
 
-  absl::StatusOr<RunResult> Run(std::string_view script) override;
-  absl::StatusOr<RunResult> Resume(std::string_view call_id, const ToolResult& result) override;
-  absl::StatusOr<std::string> Snapshot() override;
-  void Cancel() override;
-  const SessionId& id() const override { return id_; }
-  SessionState state() const override { return state_; }
-  const std::string& console() const override { return console_; }
-  const std::vector<JournalEntry>& journal() const override { return journal_; }
-  const RunResult& last_result() const override { return last_; }
+  // The Session API (interpreter.h).
+
+  absl::StatusOr<RunResult> Run(std::string_view script);
+  absl::StatusOr<RunResult> Resume(std::string_view call_id, const ToolResult& result);
+  absl::StatusOr<std::string> Snapshot();
+  void Cancel();
+  const SessionId& id() const { return id_; }
+  SessionState state() const { return state_; }
+  const std::string& console() const { return console_; }
+  const std::vector<JournalEntry>& journal() const { return journal_; }
+  const RunResult& last_result() const { return last_; }
 
   const std::string& script() const { return script_; }
+  // Ends replay mode (Interpreter::Replay, once the replayed run has paused): later calls are
+  // live again.
+  void EndReplay() { replaying_ = false; }
 
  private:
   struct Pending {
@@ -125,6 +130,7 @@ class SessionImpl : public Session, private GuestHost {
   std::chrono::nanoseconds guest_time_before_{0};  // spent in earlier processes
 
   // Replay: journaled calls not yet matched, oldest first; and a divergence seen.
+  bool replaying_ = false;
   std::deque<JournalEntry> replay_;
   std::string replay_error_;
 };
