@@ -164,25 +164,26 @@ absl::StatusOr<std::unique_ptr<Guest>> Guest::Restore(const GuestConfig& config,
   if (pages < kInitialPages || pages > 65535) {
     return InvalidArgument(fmt::format("restore: {} pages of linear memory", pages));
   }
-  if (nonzero.size() != (pages + 7) / 8) return InvalidArgument("restore: page bitmap size");
+  const size_t blocks = size_t{pages} * kBlocksPerPage;
+  if (nonzero.size() != (blocks + 7) / 8) return InvalidArgument("restore: block bitmap size");
   size_t count = 0;
-  for (uint32_t i = 0; i < pages; ++i) count += (nonzero[i / 8] >> (i % 8)) & 1;
-  if (data.size() != count * kWasmPageSize) return InvalidArgument("restore: page data size");
+  for (size_t i = 0; i < blocks; ++i) count += (nonzero[i / 8] >> (i % 8)) & 1;
+  if (data.size() != count * kImageBlockSize) return InvalidArgument("restore: block data size");
 
   std::unique_ptr<Guest> guest(new Guest(config, host));
   RETURN_IF_ERROR_CTX(guest->Instantiate(pages), "restore QuickJS");
-  // Instantiation wrote the data segments below the initial stack pointer; every page there
+  // Instantiation wrote the data segments below the initial stack pointer; every block there
   // is overwritten, above it the fresh mapping is already zero.
   const size_t dirty = guest->instance_->w2c_g0;
   uint8_t* mem = guest->memory_.data();
   const char* next = data.data();
-  for (uint32_t i = 0; i < pages; ++i) {
-    uint8_t* page = mem + size_t{i} * kWasmPageSize;
+  for (size_t i = 0; i < blocks; ++i) {
+    uint8_t* block = mem + i * kImageBlockSize;
     if ((nonzero[i / 8] >> (i % 8)) & 1) {
-      std::memcpy(page, next, kWasmPageSize);
-      next += kWasmPageSize;
-    } else if (size_t{i} * kWasmPageSize < dirty) {
-      std::memset(page, 0, kWasmPageSize);
+      std::memcpy(block, next, kImageBlockSize);
+      next += kImageBlockSize;
+    } else if (i * kImageBlockSize < dirty) {
+      std::memset(block, 0, kImageBlockSize);
     }
   }
   guest->instance_->w2c_g0 = state.stack_pointer;
@@ -453,6 +454,18 @@ absl::Status Guest::FreeValue(uint32_t value) {
     QJS_EXPORT_QTS_FreeValuePointer(instance_.get(), state_.ctx, value);
     return absl::OkStatus();
   });
+}
+
+absl::StatusOr<bool> Guest::GrowsForLargeAllocation(uint32_t bytes) {
+  const uint32_t before = memory_.pages();
+  uint32_t after = before;
+  RETURN_IF_GUARDED_ERROR(Guarded("grow", [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(uint32_t p, Malloc(bytes));
+    after = memory_.pages();
+    QJS_EXPORT_free(instance_.get(), p);
+    return absl::OkStatus();
+  }));
+  return after > before;
 }
 
 absl::StatusOr<std::string> Guest::ArgString(uint32_t argv, uint32_t index, size_t max_bytes) {

@@ -63,6 +63,11 @@ struct GuestState {
   uint32_t scratch = 0;        // 16 bytes of guest heap for out-parameters
 };
 
+// The granularity of memory images (snapshots): small enough that a half-used 64 KiB page does
+// not carry its zeros.
+inline constexpr uint32_t kImageBlockSize = 4096;
+inline constexpr uint32_t kBlocksPerPage = kWasmPageSize / kImageBlockSize;
+
 enum class PromiseState { kPending, kFulfilled, kRejected };
 
 // A guest value or the exception it threw (rendered as "Name: message" plus stack).
@@ -81,8 +86,9 @@ class Guest {
   // Instantiates the module, creates a runtime and context with the limits, installs the host
   // function and runs the prelude.
   static absl::StatusOr<std::unique_ptr<Guest>> Boot(const GuestConfig& config, GuestHost* host);
-  // Instantiates the module over a saved memory image: `pages` pages, of which those marked in
-  // `nonzero` (one bit per page, LSB first) are the consecutive 64 KiB blocks of `data`.
+  // Instantiates the module over a saved memory image: `pages` pages, i.e. pages * 16 blocks of
+  // kImageBlockSize bytes, of which those marked in `nonzero` (one bit per block, LSB first) are
+  // the consecutive blocks of `data`; the others are zero.
   static absl::StatusOr<std::unique_ptr<Guest>> Restore(const GuestConfig& config, GuestHost* host,
                                                         const GuestState& state, uint32_t pages,
                                                         std::string_view nonzero,
@@ -122,6 +128,10 @@ class Guest {
   // that are not JSON become a printed fallback).
   absl::StatusOr<std::string> Dump(uint32_t value);
   absl::Status FreeValue(uint32_t value);
+
+  // Mallocs `bytes` in the guest (untouched) and frees it; true when the linear memory grew for
+  // it. Checks that the module's heap-growth import is ours (the start-up self-test).
+  absl::StatusOr<bool> GrowsForLargeAllocation(uint32_t bytes);
 
   // --- Inside imports only (already guarded) ---
   absl::StatusOr<std::string> ArgString(uint32_t argv, uint32_t index, size_t max_bytes);

@@ -1,11 +1,11 @@
 // The snapshot file format of a paused interpreter session (docs/interp.md):
 //
 //   "AIRLOCK-QJS-SNAP" (16 bytes) | u32 format version | u32 n | build id (n bytes, hex sha256 of
-//   the .wasm) | u64 m | zlib (level 1) of the body (m bytes) | HMAC-SHA256 over everything before
-//   (32 bytes)
+//   the .wasm) | u64 body size | u64 m | zstd (level 2) of the body (m bytes) | HMAC-SHA256 over
+//   everything before (32 bytes)
 //
-//   body = u32 k | host state JSON (k bytes) | u32 pages | bitmap of non-zero 64 KiB pages
-//          ((pages+7)/8 bytes, LSB first) | the non-zero pages, in order
+//   body = u32 k | host state JSON (k bytes) | u32 pages (64 KiB) | bitmap of the non-zero 4 KiB
+//          blocks ((pages*16+7)/8 bytes, LSB first) | the non-zero blocks, in order
 //
 // All integers little-endian. The HMAC is checked before anything else is believed; the build id
 // only after it.
@@ -26,8 +26,8 @@ struct SnapshotImage {
   std::string build_id;
   std::string host_state;  // JSON written by the session
   uint32_t pages = 0;
-  std::string bitmap;  // (pages + 7) / 8 bytes
-  std::string data;    // the non-zero pages
+  std::string bitmap;  // (pages * 16 + 7) / 8 bytes: one bit per 4 KiB block
+  std::string data;    // the non-zero blocks
 };
 
 // Builds bitmap and data from a linear memory of `pages` pages.
