@@ -62,6 +62,9 @@ struct Limits {
   int max_total_calls = 256;
   int64_t max_console_bytes = 1 << 20;  // console.log output kept; the rest is dropped
   int64_t max_value_bytes = 4 << 20;    // tool arguments, tool results, the script's result
+  // Arguments and results kept in the journal (host memory, and the snapshot): past it calls are
+  // refused and results become errors.
+  int64_t max_journal_bytes = 32 << 20;
   int64_t max_script_bytes = 1 << 20;
 };
 
@@ -109,7 +112,8 @@ struct RunResult {
   std::chrono::nanoseconds guest_time{0};  // execution time so far (whole life)
 };
 
-// One tools.call, as journaled. Every call is: refused ones too.
+// One tools.call, as journaled. Every accepted call is; refused ones too, up to the first 100 of a
+// session (a script refused in a loop must not grow host memory).
 struct JournalEntry {
   enum class Status { kPending, kOk, kError, kRefused };
   std::string call_id;  // empty for refused calls

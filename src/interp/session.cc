@@ -14,6 +14,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
+constexpr int kMaxJournaledRefusals = 100;
+
 const Logger& Log() {
   static const Logger& log = GetLogger("interp");
   return log;
@@ -46,6 +48,7 @@ json LimitsToJson(const Limits& l) {
           {"max_total_calls", l.max_total_calls},
           {"max_console_bytes", l.max_console_bytes},
           {"max_value_bytes", l.max_value_bytes},
+          {"max_journal_bytes", l.max_journal_bytes},
           {"max_script_bytes", l.max_script_bytes}};
 }
 
@@ -62,6 +65,7 @@ Limits LimitsFromJson(const json& j) {
   l.max_total_calls = j.value("max_total_calls", l.max_total_calls);
   l.max_console_bytes = j.value("max_console_bytes", l.max_console_bytes);
   l.max_value_bytes = j.value("max_value_bytes", l.max_value_bytes);
+  l.max_journal_bytes = j.value("max_journal_bytes", l.max_journal_bytes);
   l.max_script_bytes = j.value("max_script_bytes", l.max_script_bytes);
   return l;
 }
@@ -203,7 +207,7 @@ bool SessionImpl::ShouldInterrupt(Guest& /*guest*/) {
   return false;
 }
 
-uint32_t SessionImpl::OnHostCall(Guest& guest, std::string_view op, std::string_view a,
+uint32_t SessionImpl::OnHostCall(Guest& /*guest*/, std::string_view op, std::string_view a,
                                  std::string_view b) {
   if (op == "log") {
     if (console_full_) return 0;
@@ -219,19 +223,22 @@ uint32_t SessionImpl::OnHostCall(Guest& guest, std::string_view op, std::string_
     return 0;
   }
   if (op == "call") return ToolCallFromGuest(a, b);
-  (void)guest;
   return 0;
 }
 
 uint32_t SessionImpl::Refuse(const std::string& tool, std::string_view args_json,
                              const std::string& why) {
-  JournalEntry e;
-  e.tool = tool;
-  e.args_json = std::string(args_json.substr(0, 4096));
-  e.status = JournalEntry::Status::kRefused;
-  e.result = why;
-  e.started_unix_ms = e.finished_unix_ms = UnixMillis();
-  journal_.push_back(std::move(e));
+  // A script can be refused in a loop: only the first refusals are journaled, so the journal
+  // (host memory) stays bounded.
+  if (++refused_calls_ <= kMaxJournaledRefusals) {
+    JournalEntry e;
+    e.tool = tool;
+    e.args_json = std::string(args_json.substr(0, 4096));
+    e.status = JournalEntry::Status::kRefused;
+    e.result = why;
+    e.started_unix_ms = e.finished_unix_ms = UnixMillis();
+    journal_.push_back(std::move(e));
+  }
   absl::StatusOr<uint32_t> message = guest_->NewString(why);
   return message.ok() ? *message : 0;
 }
@@ -259,6 +266,12 @@ uint32_t SessionImpl::ToolCallFromGuest(std::string_view name_json, std::string_
     return Refuse(name, args_json,
                   fmt::format("tools.call: arguments of '{}' are larger than {} bytes", name,
                               limits_.max_value_bytes));
+  }
+  if (journal_bytes_ + static_cast<int64_t>(args_json.size()) > limits_.max_journal_bytes) {
+    return Refuse(name, args_json.substr(0, 256),
+                  fmt::format("tools.call: the session's journal is full ({} bytes of arguments "
+                              "and results)",
+                              limits_.max_journal_bytes));
   }
   int in_flight = static_cast<int>(pending_.size());
   if (in_flight >= limits_.max_in_flight_calls) {
@@ -288,6 +301,7 @@ uint32_t SessionImpl::ToolCallFromGuest(std::string_view name_json, std::string_
   absl::StatusOr<Guest::Capability> cap = guest_->NewPromiseCapability();
   if (!cap.ok()) return 0;  // the guest is out of memory or broken; Drive reports it
   ++total_calls_;
+  journal_bytes_ += static_cast<int64_t>(args_json.size());
   Pending p;
   p.id = fmt::format("call-{}", next_call_++);
   p.name = name;
@@ -380,6 +394,15 @@ absl::Status SessionImpl::Deliver(const std::string& id, const ToolResult& answe
     result = ToolResult::Error(
         fmt::format("tool '{}' returned more than {} bytes", p.name, limits_.max_value_bytes));
   }
+  const std::string& kept = result.ok ? result.value_json : result.error;
+  if (journal_bytes_ + static_cast<int64_t>(kept.size()) > limits_.max_journal_bytes) {
+    result =
+        ToolResult::Error(fmt::format("tool '{}' answered, but its result does not fit the "
+                                      "session's journal ({} bytes)",
+                                      p.name, limits_.max_journal_bytes));
+  }
+  journal_bytes_ +=
+      static_cast<int64_t>(result.ok ? result.value_json.size() : result.error.size());
   if (result.ok) {
     auto tool = tools_.find(p.name);
     if (tool != tools_.end() && tool->second->info().role == ToolRole::kHumanApproval) {
@@ -627,6 +650,8 @@ json SessionImpl::HostState() const {
           {"pending", pending},
           {"next_call", next_call_},
           {"total_calls", total_calls_},
+          {"refused_calls", refused_calls_},
+          {"journal_bytes", journal_bytes_},
           {"journal", journal},
           {"console", console_},
           {"console_full", console_full_},
@@ -671,6 +696,8 @@ absl::Status SessionImpl::LoadHostState(const json& s, bool with_guest) {
   console_full_ = s.value("console_full", false);
   next_call_ = s.value("next_call", uint64_t{1});
   total_calls_ = s.value("total_calls", 0);
+  refused_calls_ = s.value("refused_calls", 0);
+  journal_bytes_ = s.value("journal_bytes", int64_t{0});
   main_promise_ = s.value("main_promise", uint32_t{0});
   guest_time_before_ = std::chrono::nanoseconds(s.value("guest_time_ns", int64_t{0}));
   for (const json& p : s.value("pending", json::array())) {

@@ -132,6 +132,31 @@ TEST(ToolTest, TotalCallLimit) {
   EXPECT_EQ(session->journal().size(), 4u);
 }
 
+TEST(ToolTest, RefusalsInALoopKeepTheJournalBounded) {
+  SessionOptions options;
+  options.limits.exec_time = std::chrono::milliseconds(200);
+  auto session = test::NewSession(std::move(options));
+  RunResult r = test::Run(*session, "for (;;) tools.call('nope', 'x'.repeat(10000));");
+  EXPECT_EQ(r.outcome, Outcome::kTimeout);
+  EXPECT_EQ(session->journal().size(), 100u);
+}
+
+TEST(ToolTest, JournalSizeIsBounded) {
+  SessionOptions options;
+  options.tools = {Echo()};
+  options.limits.max_journal_bytes = 100000;
+  auto session = test::NewSession(std::move(options));
+  RunResult r = test::Run(*session, R"JS(
+    const big = 'x'.repeat(30000);
+    let ok = 0;
+    try { for (;;) { await tools.call('echo', big); ok++; } } catch (e) { return [ok, e.message]; }
+  )JS");
+  EXPECT_EQ(r.outcome, Outcome::kCompleted) << r.error;
+  json v = json::parse(r.result_json);
+  EXPECT_EQ(v[0], 1);  // 30 KB of arguments and 30 KB of result per call
+  EXPECT_THAT(v[1].get<std::string>(), HasSubstr("does not fit the session's journal"));
+}
+
 TEST(ToolTest, ImmediateToolsAnswerFromOtherThreads) {
   auto slow = std::make_shared<SlowTool>(std::chrono::milliseconds(5));
   SessionOptions options;

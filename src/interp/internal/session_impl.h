@@ -118,6 +118,8 @@ class SessionImpl : private GuestHost {
   std::vector<ToolCall> to_start_;
   uint64_t next_call_ = 1;
   int total_calls_ = 0;
+  int refused_calls_ = 0;
+  int64_t journal_bytes_ = 0;
   std::vector<JournalEntry> journal_;
   std::string console_;
   bool console_full_ = false;
