@@ -218,6 +218,32 @@ TEST(InterpreterTest, AHostileSessionDoesNotDisturbOthersOnOtherThreads) {
   EXPECT_GT(ok.load(), 0);
 }
 
+TEST(InterpreterTest, ATrapOnOneThreadLeavesTheOthersRunning) {
+  // The trap state is thread-local: a guest that traps (native stack exhaustion in the parser)
+  // unwinds only its own thread while guests on other threads keep computing.
+  std::atomic<bool> stop{false};
+  std::atomic<int> ok{0};
+  std::vector<std::thread> busy;
+  for (int t = 0; t < 2; ++t) {
+    busy.emplace_back([&] {
+      while (!stop.load()) {
+        auto session = test::NewSession({});
+        RunResult r =
+            test::Run(*session, "let s = 0; for (let i = 0; i < 1e5; i++) s += i; return s;");
+        if (r.result_json == "4999950000") ++ok;
+      }
+    });
+  }
+  for (int i = 0; i < 3; ++i) {
+    auto session = test::NewSession({});
+    RunResult r = test::Run(*session, "eval('('.repeat(3e5) + '1' + ')'.repeat(3e5));");
+    EXPECT_EQ(r.outcome, Outcome::kTrapped) << r.error;
+  }
+  stop.store(true);
+  for (auto& t : busy) t.join();
+  EXPECT_GT(ok.load(), 0);
+}
+
 TEST(InterpreterTest, CancelStopsARunningScript) {
   SessionOptions options;
   options.limits.exec_time = std::chrono::seconds(30);
