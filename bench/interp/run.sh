@@ -6,7 +6,9 @@
 #   quickjs-native     QuickJS 2021-03-27 built natively with gcc -O2 from the C source in npm's
 #                      qjsc 0.3.0 (the only QuickJS C source on npm; sha256 pinned below)
 #   v8                 the workload as plain JavaScript in Node (a JIT, for scale)
-# Prints medians of RUNS runs (default 7). Needs the build (scripts/build BUILD_DIR) and npm.
+# Prints medians of RUNS rounds (default 7); in each round every engine runs every workload (our
+# figures are Google Benchmark's mean of a round). Needs the build (scripts/build BUILD_DIR), npm
+# and node.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build}
@@ -17,15 +19,9 @@ workloads=(bench/interp/workloads/loop.js bench/interp/workloads/json.js
            bench/interp/workloads/fib.js)
 
 cmake --build "$build" --target interp_bench >/dev/null
-"$build/bench/interp/interp_bench" --benchmark_repetitions="$runs" \
-  --benchmark_report_aggregates_only=true --benchmark_out="$work/airlock.json" \
-  --benchmark_out_format=json >/dev/null
-
 if [[ ! -d bench/interp/node_modules/quickjs-emscripten-core ]]; then
   (cd bench/interp && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 fi
-node bench/interp/node_ref.mjs "$runs" "${workloads[@]}" >"$work/node.jsonl"
-
 qjsc_sha=4a9ed1852b334d842d5dac42d1782817ae26310b448de39532451fd45c9ba0ee
 if [[ ! -x "$work/native_ref" ]]; then
   (cd "$work" && rm -rf package qjsc-0.3.0.tgz && npm pack qjsc@0.3.0 --loglevel=error >/dev/null)
@@ -36,34 +32,69 @@ if [[ ! -x "$work/native_ref" ]]; then
     bench/interp/native_ref.c "$src"/quickjs.c "$src"/libregexp.c "$src"/libunicode.c \
     "$src"/cutils.c "$src"/libbf.c -lm -lpthread
 fi
-"$work/native_ref" "$runs" "${workloads[@]}" >"$work/native.jsonl"
+
+# The engines take turns workload by workload, round after round, so that the machine's slow and
+# fast phases (it is shared) fall on all of them alike; the ratio to native is taken per round.
+rm -f "$work"/airlock-*.json "$work/node.jsonl" "$work/native.jsonl"
+declare -A filter=([loop]=BM_Loop [json]=BM_Json [fib]=BM_Fib)
+for ((round = 1; round <= runs; round++)); do
+  "$build/bench/interp/interp_bench" --benchmark_min_time=0.2 \
+    --benchmark_filter='BM_(Fresh|Snapshot|Restore|Idle)' \
+    --benchmark_out="$work/airlock-$round-other.json" --benchmark_out_format=json >/dev/null 2>&1
+  for w in loop json fib; do
+    "$build/bench/interp/interp_bench" --benchmark_min_time=0.2 --benchmark_filter="${filter[$w]}" \
+      --benchmark_out="$work/airlock-$round-$w.json" --benchmark_out_format=json >/dev/null 2>&1
+    "$work/native_ref" 3 "bench/interp/workloads/$w.js" |
+      sed "s/^{/{\"round\":$round,/" >>"$work/native.jsonl"
+    node bench/interp/node_ref.mjs 3 "bench/interp/workloads/$w.js" |
+      sed "s/^{/{\"round\":$round,/" >>"$work/node.jsonl"
+  done
+done
 
 python3 - "$work" "$runs" <<'PY'
-import json, statistics, sys
+import glob, json, statistics, sys
 work, runs = sys.argv[1], sys.argv[2]
+rounds = {}
+by_round = {}
+for f in glob.glob(f"{work}/airlock-*.json"):
+    rnd = int(f.rsplit("/", 1)[1].split("-")[1])
+    for b in json.load(open(f))["benchmarks"]:
+        name = b["run_name"].split("/")[0]
+        rounds.setdefault(name, []).append(b)
+        by_round[(name, rnd)] = b["real_time"]
 ours = {}
-for b in json.load(open(f"{work}/airlock.json"))["benchmarks"]:
-    if b.get("aggregate_name") != "median":
-        continue
-    ours[b["run_name"].split("/")[0]] = b
-refs = {}
+for name, bs in rounds.items():
+    ours[name] = {k: statistics.median(b[k] for b in bs)
+                  for k in ("real_time", "cpu_time", "snapshot_bytes", "idle_rss_bytes")
+                  if k in bs[0]}
+samples = {}
+ref_round = {}
 for f in ("node.jsonl", "native.jsonl"):
     for line in open(f"{work}/{f}"):
         r = json.loads(line)
-        refs[(r["engine"], r["bench"])] = statistics.median(r["ms"])
+        samples.setdefault((r["engine"], r["bench"]), []).extend(r["ms"])
+        ref_round[(r["engine"], r["bench"], r["round"])] = statistics.median(r["ms"])
+refs = {k: statistics.median(v) for k, v in samples.items()}
+
+def paired_ratio(bench, bm):
+    ratios = [by_round[(bm, rnd)] / ref_round[("quickjs-native", bench, rnd)]
+              for (name, rnd) in by_round if name == bm
+              and ("quickjs-native", bench, rnd) in ref_round]
+    return statistics.median(ratios) if ratios else None
 
 def cell(v):
     return "-" if v is None else (f"{v:.3f}" if v < 1 else f"{v:.1f}")
 
 names = {"fresh": "BM_FreshInterpreter", "loop": "BM_Loop", "json": "BM_Json", "fib": "BM_Fib"}
-print(f"medians of {runs} runs, ms (airlock: wall / CPU)")
+print(f"medians of {runs} interleaved rounds, ms (airlock: wall / CPU)")
 print(f"| bench | airlock wall | airlock cpu | quickjs-emscripten | quickjs-native | v8 | "
-      f"airlock/native |")
+      f"airlock/native (per round) |")
 print("| --- | --- | --- | --- | --- | --- | --- |")
 for bench, bm in names.items():
     o = ours[bm]
     native = refs.get(("quickjs-native", bench))
-    ratio = f"{o['real_time'] / native:.2f}x" if native else "-"
+    paired = paired_ratio(bench, bm) if bench != "fresh" else None
+    ratio = f"{paired:.2f}x" if paired else (f"{o['real_time'] / native:.2f}x" if native else "-")
     print(f"| {bench} | {cell(o['real_time'])} | {cell(o['cpu_time'])} | "
           f"{cell(refs.get(('quickjs-emscripten', bench)))} | {cell(native)} | "
           f"{cell(refs.get(('v8', bench)))} | {ratio} |")
