@@ -67,10 +67,22 @@ absl::Status SelfTestOnce() {
   return *status;
 }
 
-absl::StatusOr<nlohmann::json> HostStateOf(const internal::SnapshotImage& image) {
-  nlohmann::json state = nlohmann::json::parse(image.host_state, nullptr, false);
-  if (!state.is_object()) return InvalidArgument("snapshot: host state is not JSON");
-  return state;
+struct Decoded {
+  internal::SnapshotImage image;
+  nlohmann::json host_state;
+};
+
+// Verifies and decodes a snapshot; errors say `what` ("restore", "replay") first.
+absl::StatusOr<Decoded> Decode(std::string_view snapshot, std::string_view key,
+                               internal::BuildCheck check, std::string_view what) {
+  Decoded d;
+  ASSIGN_OR_RETURN(d.image, internal::DecodeSnapshot(snapshot, key, internal::WasmBuildId(), check),
+                   what);
+  d.host_state = nlohmann::json::parse(d.image.host_state, nullptr, false);
+  if (!d.host_state.is_object()) {
+    return InvalidArgument(fmt::format("{}: snapshot host state is not JSON", what));
+  }
+  return d;
 }
 
 }  // namespace
@@ -138,27 +150,21 @@ absl::StatusOr<std::unique_ptr<Session>> Interpreter::NewSession(SessionOptions 
 
 absl::StatusOr<std::unique_ptr<Session>> Interpreter::Restore(std::string_view snapshot,
                                                               SessionOptions options) const {
-  ASSIGN_OR_RETURN(internal::SnapshotImage image,
-                   internal::DecodeSnapshot(snapshot, options.hmac_key, BuildId(),
-                                            internal::BuildCheck::kSameBuild),
+  ASSIGN_OR_RETURN(Decoded d,
+                   Decode(snapshot, options.hmac_key, internal::BuildCheck::kSameBuild, "restore"));
+  ASSIGN_OR_RETURN(std::unique_ptr<SessionImpl> session,
+                   SessionImpl::FromSnapshot(d.host_state, d.image.pages, d.image.bitmap,
+                                             d.image.data, std::move(options)),
                    "restore");
-  ASSIGN_OR_RETURN(nlohmann::json state, HostStateOf(image), "restore");
-  ASSIGN_OR_RETURN(
-      std::unique_ptr<SessionImpl> session,
-      SessionImpl::FromSnapshot(state, image.pages, image.bitmap, image.data, std::move(options)),
-      "restore");
   return std::unique_ptr<Session>(new Session(std::move(session)));
 }
 
 absl::StatusOr<std::unique_ptr<Session>> Interpreter::Replay(std::string_view snapshot,
                                                              SessionOptions options) const {
-  ASSIGN_OR_RETURN(internal::SnapshotImage image,
-                   internal::DecodeSnapshot(snapshot, options.hmac_key, BuildId(),
-                                            internal::BuildCheck::kAnyBuild),
-                   "replay");
-  ASSIGN_OR_RETURN(nlohmann::json state, HostStateOf(image), "replay");
+  ASSIGN_OR_RETURN(Decoded d,
+                   Decode(snapshot, options.hmac_key, internal::BuildCheck::kAnyBuild, "replay"));
   ASSIGN_OR_RETURN(std::unique_ptr<SessionImpl> session,
-                   SessionImpl::ForReplay(state, std::move(options)), "replay");
+                   SessionImpl::ForReplay(d.host_state, std::move(options)), "replay");
   ASSIGN_OR_RETURN(RunResult r, session->Run(session->script()), "replay");
   if (r.outcome != Outcome::kPaused) {
     return FailedPrecondition(fmt::format("replay: the script ended {} instead of pausing: {}",
