@@ -170,11 +170,11 @@ class Session {
 class Interpreter {
  public:
   // Checks that the compiled-in QuickJS module matches its generated import table (a self-test
-  // run once per process, about a millisecond).
+  // run once per process, a few milliseconds).
   static absl::StatusOr<std::unique_ptr<Interpreter>> Create();
 
-  // A fresh session (≈0.2 ms). InvalidArgument for bad limits, PermissionDenied when the rule of
-  // two refuses the tool set.
+  // A fresh session (about 0.3 ms). InvalidArgument for bad limits, PermissionDenied when the rule
+  // of two refuses the tool set.
   absl::StatusOr<std::unique_ptr<Session>> NewSession(SessionOptions options) const;
 
   // Restores a paused session from Snapshot() bytes. The allowlist, limits and declarations come
