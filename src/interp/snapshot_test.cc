@@ -247,6 +247,49 @@ TEST(SnapshotTest, ReplayRefusesCallsThatAreNotInTheJournal) {
   EXPECT_EQ(notified, 0);
 }
 
+// A correctly signed snapshot whose contents are garbage (a leaked key, or a bug): the guest may
+// fail in any way, the host must not.
+TEST(SnapshotTest, SignedGarbageNeverHurtsTheHost) {
+  auto image = internal::DecodeSnapshot(PausedSnapshot(), test::TestKey(), Interpreter::BuildId(),
+                                        internal::BuildCheck::kSameBuild);
+  ASSERT_TRUE(image.ok()) << image.status();
+  const json state = json::parse(image->host_state);
+  uint32_t seed = 12345;
+  auto next = [&seed] { return seed = seed * 1103515245u + 12345u; };
+  for (int round = 0; round < 40; ++round) {
+    internal::SnapshotImage bad = *image;
+    json s = state;
+    switch (round % 4) {
+      case 0:  // guest pointers
+        s["main_promise"] = next();
+        s["pending"][0]["resolve"] = next() % (1u << 24);
+        break;
+      case 1:
+        s["guest"]["ctx"] = next() % (1u << 24);
+        s["guest"]["stack_pointer"] = next();
+        break;
+      case 2:  // memory contents
+        for (int k = 0; k < 64; ++k) bad.data[next() % bad.data.size()] = static_cast<char>(next());
+        break;
+      case 3:
+        s["pending"][0]["journal_index"] = 99;
+        s["pages"] = 3;
+        break;
+    }
+    bad.host_state = s.dump();
+    auto signed_bad = internal::EncodeSnapshot(bad, test::TestKey());
+    ASSERT_TRUE(signed_bad.ok());
+    auto session = test::Interp().Restore(*signed_bad, Options());
+    if (!session.ok()) continue;
+    auto r = (*session)->Resume("call-2", ToolResult::Value(R"({"approved": true})"));
+    (void)r;  // any outcome, any error: only the host's survival is checked
+  }
+  auto fine = test::Interp().Restore(PausedSnapshot(), Options());
+  ASSERT_TRUE(fine.ok());
+  RunResult r = test::Resume(**fine, "call-2", ToolResult::Value(R"({"approved": false})"));
+  EXPECT_EQ(r.outcome, Outcome::kCompleted) << r.error;
+}
+
 TEST(SnapshotTest, SnapshotOfASmallStateIsSmall) {
   std::string snap = PausedSnapshot();
   EXPECT_LT(snap.size(), 100u * 1024);
