@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   airlock::cli::AddRunCommand(app, &exit_code);
   airlock::cli::AddSpecCommands(app, &exit_code);
+  airlock::cli::AddInterpCommands(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
