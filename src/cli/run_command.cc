@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/spec_flags.h"
 #include "command/command.h"
+#include "command/finish.h"
 #include "common/files.h"
 #include "common/logging.h"
 #include "common/status.h"
@@ -117,6 +118,9 @@ int Run(const RunFlags& f) {
   }
   absl::StatusOr<std::vector<std::string>> secrets = LoadSecrets(f);
   if (!secrets.ok()) return fail(kExitUsage, secrets.status());
+  if (absl::Status s = RedactorFor(*secrets).status(); !s.ok()) {
+    return fail(kExitUsage, Annotate(s, "--secret-env/--secret-file"));
+  }
 
   // Supplementary groups would follow the sandbox's processes (setgroups is denied inside).
   if (::geteuid() == 0 && ::setgroups(0, nullptr) != 0) {

@@ -7,26 +7,27 @@
 
 namespace airlock {
 
-OutputCapture::OutputCapture(int raw_fd, int64_t max_kept, size_t preview_bytes)
-    : raw_fd_(raw_fd), max_kept_(max_kept), preview_bytes_(preview_bytes) {}
+OutputCapture::OutputCapture(int raw_fd, int64_t max_kept, size_t preview_bytes,
+                             size_t context_bytes)
+    : raw_fd_(raw_fd),
+      max_kept_(max_kept),
+      preview_bytes_(preview_bytes),
+      window_(preview_bytes + context_bytes) {}
 
 void OutputCapture::Add(Stream s, std::string_view data) {
   StreamState& st = streams_[s];
   st.bytes += static_cast<int64_t>(data.size());
   st.sha.Update(data);
 
-  if (st.head.size() < preview_bytes_) {
-    st.head.append(data.substr(0, preview_bytes_ - st.head.size()));
-  }
-  // The tail ring only needs the last preview_bytes_ of this chunk.
-  std::string_view last = data.size() > preview_bytes_ ? data.substr(data.size() - preview_bytes_)
-                                                       : data;
+  if (st.head.size() < window_) st.head.append(data.substr(0, window_ - st.head.size()));
+  // The tail ring only needs the last window_ bytes of this chunk.
+  std::string_view last = data.size() > window_ ? data.substr(data.size() - window_) : data;
   for (char c : last) {
-    if (st.tail.size() < preview_bytes_) {
+    if (st.tail.size() < window_) {
       st.tail.push_back(c);
     } else {
       st.tail[st.tail_pos] = c;
-      st.tail_pos = (st.tail_pos + 1) % preview_bytes_;
+      st.tail_pos = (st.tail_pos + 1) % window_;
     }
   }
 
@@ -41,19 +42,28 @@ void OutputCapture::Add(Stream s, std::string_view data) {
   }
 }
 
-std::string OutputCapture::Preview(Stream s) const {
+std::string OutputCapture::Preview(
+    Stream s, const std::function<std::string(std::string_view)>& redact) const {
   const StreamState& st = streams_[s];
-  std::string tail = st.tail.size() < preview_bytes_
+  std::string tail = st.tail.size() < window_
                          ? st.tail
                          : st.tail.substr(st.tail_pos) + st.tail.substr(0, st.tail_pos);
-  if (st.bytes <= static_cast<int64_t>(preview_bytes_)) return ToValidUtf8(st.head);
-  if (st.bytes <= static_cast<int64_t>(2 * preview_bytes_)) {
-    // Head and tail overlap: the head plus the part of the tail that follows it.
+  if (st.bytes <= static_cast<int64_t>(st.head.size() + tail.size())) {
+    // Head and tail together hold the whole stream (they may overlap).
     size_t rest = static_cast<size_t>(st.bytes) - st.head.size();
-    return ToValidUtf8(st.head + tail.substr(tail.size() - rest));
+    std::string all = redact(st.head + tail.substr(tail.size() - rest));
+    if (all.size() <= 2 * preview_bytes_) return ToValidUtf8(all);
+    size_t omitted = all.size() - 2 * preview_bytes_;
+    return ToValidUtf8(fmt::format("{}\n[... {} bytes omitted ...]\n{}",
+                                   all.substr(0, preview_bytes_), omitted,
+                                   all.substr(all.size() - preview_bytes_)));
   }
-  int64_t omitted = st.bytes - static_cast<int64_t>(st.head.size() + tail.size());
-  return ToValidUtf8(fmt::format("{}\n[... {} bytes omitted ...]\n{}", st.head, omitted, tail));
+  std::string head = redact(st.head);
+  std::string end = redact(tail);
+  head.resize(std::min(head.size(), preview_bytes_));
+  if (end.size() > preview_bytes_) end = end.substr(end.size() - preview_bytes_);
+  int64_t omitted = st.bytes - static_cast<int64_t>(2 * preview_bytes_);
+  return ToValidUtf8(fmt::format("{}\n[... {} bytes omitted ...]\n{}", head, omitted, end));
 }
 
 std::string ToValidUtf8(std::string_view s) {

@@ -6,6 +6,7 @@
 #define AIRLOCK_COMMAND_CAPTURE_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -18,8 +19,11 @@ class OutputCapture {
  public:
   enum Stream { kStdout = 0, kStderr = 1 };
 
-  // raw_fd: where kept bytes are written (not owned); -1 keeps nothing.
-  OutputCapture(int raw_fd, int64_t max_kept, size_t preview_bytes = 2048);
+  // raw_fd: where kept bytes are written (not owned); -1 keeps nothing. Previews show
+  // preview_bytes of each end of a stream; context_bytes more are kept on the inner side so a
+  // secret crossing a preview's edge is still seen whole by the redactor.
+  OutputCapture(int raw_fd, int64_t max_kept, size_t preview_bytes = 2048,
+                size_t context_bytes = 4096);
 
   void Add(Stream s, std::string_view data);
 
@@ -30,7 +34,12 @@ class OutputCapture {
   // SHA-256 of every byte of the stream. Call once, after the last Add.
   std::string FinishSha256(Stream s) { return streams_[s].sha.HexDigest(); }
   // The head and tail of the stream, with a marker for what lies between, made valid UTF-8.
-  std::string Preview(Stream s) const;
+  // `redact` is applied to the head and the tail (with their context) before they are cut to
+  // preview_bytes, so no part of a secret survives at a cut.
+  std::string Preview(Stream s, const std::function<std::string(std::string_view)>& redact) const;
+  std::string Preview(Stream s) const {
+    return Preview(s, [](std::string_view t) { return std::string(t); });
+  }
   // The first error writing the raw log, if any (capture goes on without it).
   const absl::Status& status() const { return status_; }
 
@@ -39,13 +48,14 @@ class OutputCapture {
     int64_t bytes = 0;
     Sha256 sha;
     std::string head;
-    std::string tail;  // ring buffer of the last preview_bytes_ bytes
+    std::string tail;  // ring buffer of the last window_ bytes
     size_t tail_pos = 0;
   };
 
   int raw_fd_;
   int64_t max_kept_;
   size_t preview_bytes_;
+  size_t window_;  // preview_bytes_ + context
   int64_t kept_ = 0;
   bool truncated_ = false;
   StreamState streams_[2];

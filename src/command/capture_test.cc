@@ -27,7 +27,7 @@ TEST(CaptureTest, KeepsUpToTheCapAndCountsEverything) {
 }
 
 TEST(CaptureTest, PreviewIsHeadAndTail) {
-  OutputCapture cap(-1, 0, 4);
+  OutputCapture cap(-1, 0, 4, 2);
   cap.Add(OutputCapture::kStdout, "abc");
   EXPECT_EQ(cap.Preview(OutputCapture::kStdout), "abc");
   cap.Add(OutputCapture::kStdout, "defg");  // 7 bytes: head and tail overlap
@@ -35,6 +35,23 @@ TEST(CaptureTest, PreviewIsHeadAndTail) {
   for (int i = 0; i < 100; ++i) cap.Add(OutputCapture::kStdout, "x");
   cap.Add(OutputCapture::kStdout, "WXYZ");
   EXPECT_EQ(cap.Preview(OutputCapture::kStdout), "abcd\n[... 103 bytes omitted ...]\nWXYZ");
+}
+
+TEST(CaptureTest, RedactionSeesSecretsAcrossThePreviewEdge) {
+  // A secret that straddles the 8-byte cut of the head: redacting only the cut head would leave
+  // "SEC" visible; redacting with context removes it whole.
+  OutputCapture cap(-1, 0, 8, 16);
+  cap.Add(OutputCapture::kStdout, "12345SECRETVALUE");
+  for (int i = 0; i < 100; ++i) cap.Add(OutputCapture::kStdout, "-");
+  cap.Add(OutputCapture::kStdout, "SECRETVALUE.end");
+  auto redact = [](std::string_view t) {
+    std::string s(t);
+    for (size_t pos; (pos = s.find("SECRETVALUE")) != std::string::npos;) s.replace(pos, 11, "#");
+    return s;
+  };
+  std::string p = cap.Preview(OutputCapture::kStdout, redact);
+  EXPECT_EQ(p.find("SEC"), std::string::npos) << p;
+  EXPECT_EQ(p.rfind("12345#", 0), 0u) << p;
   EXPECT_EQ(cap.Preview(OutputCapture::kStderr), "");
 }
 

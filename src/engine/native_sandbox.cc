@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "command/capture.h"
+#include "command/finish.h"
 #include "common/files.h"
 #include "common/logging.h"
 #include "common/status.h"
@@ -424,6 +425,8 @@ absl::StatusOr<CommandResult> NativeSandbox::Exec(const CommandSpec& command,
   if (command.argv.empty()) return InvalidArgument("command: empty argv");
   const spec::SandboxSpec& s = options_.spec;
   auto t0 = Clock::now();
+  // Refused secrets (too short to redact safely) fail the call before anything runs.
+  ASSIGN_OR_RETURN(Redactor redactor, RedactorFor(options.secrets), "secret values");
   CommandResult result;
   result.command_id = CommandId::New();
   result.degraded = degraded_;
@@ -623,8 +626,6 @@ absl::StatusOr<CommandResult> NativeSandbox::Exec(const CommandSpec& command,
   result.stderr_bytes = capture.bytes(OutputCapture::kStderr);
   result.stdout_sha256 = capture.FinishSha256(OutputCapture::kStdout);
   result.stderr_sha256 = capture.FinishSha256(OutputCapture::kStderr);
-  result.stdout_preview = capture.Preview(OutputCapture::kStdout);
-  result.stderr_preview = capture.Preview(OutputCapture::kStderr);
   result.classification = Classify(result, stats, output_killed, cpu_exceeded);
   if (setup_stage != init::SetupStage::kNone && setup_stage != init::SetupStage::kExec) {
     result.classification = Classification::kSandboxError;
@@ -636,11 +637,9 @@ absl::StatusOr<CommandResult> NativeSandbox::Exec(const CommandSpec& command,
                                  {{"signal", "SIGSYS"}}});
   }
   raw.Reset();
-  std::string log_path = fmt::format("{}/{}.log", log_dir_, result.command_id.value());
-  if (::rename(raw_path.c_str(), log_path.c_str()) != 0) {
-    return ErrnoStatus(errno, fmt::format("keep raw log {}", log_path));
-  }
-  result.raw_log = log_path;
+  RETURN_IF_ERROR(FinishOutput(redactor, capture, raw_path,
+                               fmt::format("{}/{}.log", log_dir_, result.command_id.value()),
+                               &result));
   timings_.finish = Since(t_finish);
   return result;
 }

@@ -271,5 +271,45 @@ TEST_F(EscapeTest, FillingTmpStopsAtItsSize) {
   EXPECT_EQ(r.stdout_preview, "No space left on device\n16\n");
 }
 
+TEST_F(EscapeTest, RegisteredSecretNeverLeavesInOutput) {
+  // The command prints the secret plainly, split across writes, URL-encoded and base64-encoded;
+  // none of it may reach the previews or the kept raw log.
+  const std::string secret = "s3cr3t-Value/With+Chars";
+  char tmpl[] = "/tmp/airlock-logs-XXXXXX";
+  std::string logs = mkdtemp(tmpl);
+  SandboxOptions options;
+  options.spec = TestSpec();
+  options.tools_dir = AIRLOCK_TEST_TOOLS_DIR;
+  options.cgroups = cgroups_.get();
+  options.log_dir = logs;
+  auto sandbox = NativeSandbox::Create(options);
+  ASSERT_TRUE(sandbox.ok()) << sandbox.status();
+  std::string script = fmt::format(
+      "printf '%s' 's3cr3t-Va'; sleep 0.1; printf 'lue/With+Chars\\n'; "
+      "echo 'token in url: https://x/?k=s3cr3t-Value%2FWith%2BChars'; "
+      "printf 'Authorization: Basic %s\\n' $(printf 'user:{}' | base64 -w0) >&2; "
+      "head -c 100000 /dev/zero | tr '\\0' x; echo {}",
+      secret, secret);
+  auto r = (*sandbox)->Exec({.argv = {"sh", "-c", script}}, {.secrets = {secret}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->classification, Classification::kOk) << r->stderr_preview;
+  std::string log = ReadFile(r->raw_log).value_or("");
+  EXPECT_GT(log.size(), 100000u);
+  for (const std::string& where : {r->stdout_preview, r->stderr_preview, log}) {
+    EXPECT_EQ(where.find("s3cr3t"), std::string::npos) << where.substr(0, 400);
+    EXPECT_EQ(where.find("dXNlcjpzM2NyM3Qt"), std::string::npos) << "base64 form leaked";
+  }
+  EXPECT_NE(r->stdout_preview.find("[REDACTED:secret]"), std::string::npos) << r->stdout_preview;
+  DestroyAndCheckGone(std::move(*sandbox));
+  ASSERT_TRUE(RemoveTree(logs).ok());
+}
+
+TEST_F(EscapeTest, DetectedCredentialsAreRedactedWithoutRegistration) {
+  CommandResult r = Shell("echo AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY; "
+                          "echo ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789");
+  EXPECT_EQ(r.stdout_preview.find("wJalrXUtnFEMI"), std::string::npos) << r.stdout_preview;
+  EXPECT_EQ(r.stdout_preview.find("ghp_aBcD"), std::string::npos) << r.stdout_preview;
+}
+
 }  // namespace
 }  // namespace airlock::engine

@@ -1,0 +1,44 @@
+#include "command/finish.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "common/status.h"
+#include "common/unique_fd.h"
+#include "fmt/format.h"
+
+namespace airlock {
+
+absl::StatusOr<Redactor> RedactorFor(const std::vector<std::string>& secrets) {
+  if (secrets.empty()) {
+    static const absl::StatusOr<Redactor>* shared =
+        new absl::StatusOr<Redactor>(Redactor::Create({}));
+    return *shared;
+  }
+  return Redactor::Create(secrets);
+}
+
+absl::Status FinishOutput(const Redactor& redactor, const OutputCapture& capture,
+                          const std::string& raw_path, const std::string& log_path,
+                          CommandResult* r) {
+  auto redact = [&](std::string_view text) { return redactor.Redact(text); };
+  r->stdout_preview = capture.Preview(OutputCapture::kStdout, redact);
+  r->stderr_preview = capture.Preview(OutputCapture::kStderr, redact);
+
+  UniqueFd in(::open(raw_path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!in) return ErrnoStatus(errno, fmt::format("open {}", raw_path));
+  UniqueFd out(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (!out) return ErrnoStatus(errno, fmt::format("create {}", log_path));
+  absl::Status s = RedactStream(redactor, in.get(), out.get());
+  in.Reset();
+  // The unredacted copy goes whatever happened; a half-written log is removed too.
+  ::unlink(raw_path.c_str());
+  if (!s.ok()) {
+    ::unlink(log_path.c_str());
+    return Annotate(s, fmt::format("redact raw log into {}", log_path));
+  }
+  r->raw_log = log_path;
+  return absl::OkStatus();
+}
+
+}  // namespace airlock

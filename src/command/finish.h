@@ -1,0 +1,30 @@
+// The last step of every command: making its output safe to leave. Previews and the kept raw
+// log are redacted (explicit secret values of the run and the format detectors), then the
+// private unredacted copy is deleted. Nothing of a command's output reaches a caller, a model
+// or a log file without passing through here.
+#ifndef AIRLOCK_COMMAND_FINISH_H_
+#define AIRLOCK_COMMAND_FINISH_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "command/capture.h"
+#include "command/command.h"
+#include "redact/redactor.h"
+
+namespace airlock {
+
+// A redactor with the format detectors and `secrets`. Without secrets, a shared instance
+// compiled once per process is returned.
+absl::StatusOr<Redactor> RedactorFor(const std::vector<std::string>& secrets);
+
+// Fills r->stdout_preview/stderr_preview (redacted), writes the redacted kept output from
+// `raw_path` to `log_path` (mode 0600), removes `raw_path`, and sets r->raw_log.
+absl::Status FinishOutput(const Redactor& redactor, const OutputCapture& capture,
+                          const std::string& raw_path, const std::string& log_path,
+                          CommandResult* r);
+
+}  // namespace airlock
+
+#endif  // AIRLOCK_COMMAND_FINISH_H_
