@@ -205,5 +205,46 @@ TEST_F(NativeSandboxTest, KeepBackgroundLeavesServersRunningBetweenCommands) {
   DestroyAndCheckGone(std::move(sandbox));
 }
 
+TEST_F(NativeSandboxTest, RunsOnACgroupV2TreeAndReportsWhatIsMissing) {
+  // Hosts that mount the controllers on v1 still have a v2 tree without them: the engine runs
+  // there only when told to go without those limits, and says so in every result.
+  CgroupOptions options;
+  options.version = CgroupOptions::Version::kV2;
+  options.base = "airlock-test";
+  auto v2 = CgroupDriver::Detect(options);
+  if (!v2.ok()) GTEST_SKIP() << "no cgroup v2 tree here: " << v2.status();
+  std::vector<std::string> missing;
+  for (auto [c, name] : {std::pair{Controller::kMemory, "cgroup-memory"},
+                         {Controller::kPids, "cgroup-pids"}, {Controller::kCpu, "cgroup-cpu"}}) {
+    if (!(*v2)->HasController(c)) missing.push_back(name);
+  }
+  SandboxOptions o;
+  o.spec = TestSpec();
+  o.tools_dir = AIRLOCK_TEST_TOOLS_DIR;
+  o.cgroups = v2->get();
+  if (!missing.empty()) {
+    auto refused = NativeSandbox::Create(o);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_NE(refused.status().ToString().find("--allow-degraded=" + missing[0]), std::string::npos)
+        << refused.status();
+  }
+  o.allow_degraded = missing;
+  auto sandbox = NativeSandbox::Create(o);
+  ASSERT_TRUE(sandbox.ok()) << sandbox.status();
+  auto r = (*sandbox)->Exec({.argv = {"sh", "-c", "sleep 1000 & echo started; sleep 1000"},
+                             .timeout = std::chrono::milliseconds(500)},
+                            {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->classification, Classification::kCommandTimeout);
+  EXPECT_EQ(r->stdout_preview, "started\n");
+  EXPECT_EQ(r->degraded, missing);
+  pid_t init = (*sandbox)->init_pid();
+  std::string id = (*sandbox)->id().value();
+  ASSERT_TRUE((*sandbox)->Destroy().ok());
+  EXPECT_NE(kill(init, 0), 0);
+  EXPECT_EQ((*v2)->Open(id).status().code(), absl::StatusCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace airlock::engine
