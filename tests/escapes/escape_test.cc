@@ -1,6 +1,7 @@
 // Escape tests: each test is one attack from inside a level-2 sandbox, and the exact outcome
 // airlock guarantees. After every sandbox the fixture checks that no process, cgroup, mount or
 // namespace of it is left.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -12,6 +13,7 @@
 #include "common/files.h"
 #include "engine/testing/sandbox_fixture.h"
 #include "fmt/format.h"
+#include "pathguard/path_guard.h"
 
 namespace airlock::engine {
 namespace {
@@ -112,6 +114,26 @@ TEST_F(EscapeTest, NoCapabilitiesAtAll) {
 
 TEST_F(EscapeTest, UidMapCannotBeRewritten) {
   EXPECT_EQ(Probe("uid-map-write"), "uid-map-write: EACCES");
+}
+
+TEST_F(EscapeTest, WorkspaceSymlinkCannotLeadTheHostOut) {
+  // The sandbox plants symlinks in its workspace; the platform later reads the workspace (file
+  // download, artifact collection) through the path guard, which must not follow them out.
+  char tmpl[] = "/tmp/airlock-ws-XXXXXX";
+  std::string ws = mkdtemp(tmpl);
+  spec::SandboxSpec s = TestSpec();
+  s.filesystem.workspace = ws;
+  CommandResult r = RunOnce(s, {"sh", "-c", "ln -s /etc etc && ln -s ../../../../etc/shadow up && "
+                                            "mkdir d && ln -s /proc/self/root d/root && echo ok"});
+  ASSERT_EQ(r.stdout_preview, "ok\n") << r.stderr_preview;
+  auto guard = PathGuard::Open(ws);
+  ASSERT_TRUE(guard.ok());
+  for (const char* path : {"etc/passwd", "up", "d/root/etc/passwd"}) {
+    auto fd = guard->OpenPath(path, O_RDONLY);
+    EXPECT_FALSE(fd.ok()) << path << " was followed out of the workspace";
+    EXPECT_EQ(fd.status().code(), absl::StatusCode::kPermissionDenied) << path << ": " << fd.status();
+  }
+  ASSERT_TRUE(RemoveTree(ws).ok());
 }
 
 // --- system calls --------------------------------------------------------------------------
