@@ -92,6 +92,7 @@ nlohmann::json ToJson(const CommandResult& r) {
       {"violations", std::move(violations)},
       {"degraded", r.degraded},
       {"failure", ToString(r.failure)},
+      {"failure_detail", r.failure_detail},
       {"key_lines", r.key_lines},
       {"report", r.report},
   };
@@ -135,6 +136,7 @@ absl::StatusOr<CommandResult> CommandResultFromJson(const nlohmann::json& j) {
     }
     r.degraded = j.value("degraded", std::vector<std::string>{});
     r.failure = FailureFromString(j.value("failure", "none")).value_or(FailureKind::kUnknown);
+    r.failure_detail = j.value("failure_detail", "");
     r.key_lines = j.value("key_lines", std::vector<std::string>{});
     r.report = j.value("report", "");
     r.error = j.value("error", "");

@@ -99,6 +99,7 @@ struct CommandResult {
   std::string error;
   // The one-screen report for a model (see command/report.h).
   FailureKind failure = FailureKind::kNone;
+  std::string failure_detail;  // the missing module/host/test, when known
   std::vector<std::string> key_lines;
   std::string report;
 };

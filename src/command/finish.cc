@@ -3,6 +3,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+
+#include "command/report.h"
+#include "common/files.h"
 #include "common/status.h"
 #include "common/unique_fd.h"
 #include "fmt/format.h"
@@ -18,9 +22,9 @@ absl::StatusOr<Redactor> RedactorFor(const std::vector<std::string>& secrets) {
   return Redactor::Create(secrets);
 }
 
-absl::Status FinishOutput(const Redactor& redactor, const OutputCapture& capture,
-                          const std::string& raw_path, const std::string& log_path,
-                          CommandResult* r) {
+absl::Status FinishOutput(const CommandSpec& command, const Redactor& redactor,
+                          const OutputCapture& capture, const std::string& raw_path,
+                          const std::string& log_path, CommandResult* r) {
   auto redact = [&](std::string_view text) { return redactor.Redact(text); };
   r->stdout_preview = capture.Preview(OutputCapture::kStdout, redact);
   r->stderr_preview = capture.Preview(OutputCapture::kStderr, redact);
@@ -38,6 +42,16 @@ absl::Status FinishOutput(const Redactor& redactor, const OutputCapture& capture
     return Annotate(s, fmt::format("redact raw log into {}", log_path));
   }
   r->raw_log = log_path;
+  // The analysis reads only redacted text: the kept log (bounded by maxLogBytes), else the
+  // previews.
+  std::string text = ReadFile(log_path, static_cast<size_t>(std::max<int64_t>(capture.kept(), 0)) + 1)
+                         .value_or(r->stdout_preview + "\n" + r->stderr_preview);
+  if (capture.truncated()) text += "\n" + r->stdout_preview + "\n" + r->stderr_preview;
+  FailureAnalysis analysis = AnalyzeOutput(r->classification, r->exit_code, text);
+  r->failure = analysis.kind;
+  r->failure_detail = std::move(analysis.detail);
+  r->key_lines = std::move(analysis.key_lines);
+  r->report = RenderReport(command, *r);
   return absl::OkStatus();
 }
 

@@ -637,7 +637,7 @@ absl::StatusOr<CommandResult> NativeSandbox::Exec(const CommandSpec& command,
                                  {{"signal", "SIGSYS"}}});
   }
   raw.Reset();
-  RETURN_IF_ERROR(FinishOutput(redactor, capture, raw_path,
+  RETURN_IF_ERROR(FinishOutput(command, redactor, capture, raw_path,
                                fmt::format("{}/{}.log", log_dir_, result.command_id.value()),
                                &result));
   timings_.finish = Since(t_finish);

@@ -28,6 +28,16 @@ TEST_F(NativeSandboxTest, RunsACommandAndCapturesOutput) {
   EXPECT_TRUE(r.degraded.empty());
 }
 
+TEST_F(NativeSandboxTest, FailureReportNamesTheLikelyCauseAndKeyLines) {
+  CommandResult r = Shell("printf 'int main(void) { return nope; }\\n' > m.c && gcc -c m.c");
+  EXPECT_EQ(r.classification, Classification::kExitNonzero);
+  EXPECT_EQ(r.failure, FailureKind::kCompilationError) << r.stderr_preview;
+  ASSERT_FALSE(r.key_lines.empty());
+  EXPECT_NE(r.key_lines[0].find("m.c:1:"), std::string::npos) << r.key_lines[0];
+  EXPECT_NE(r.report.find("likely failure: compilation error"), std::string::npos) << r.report;
+  EXPECT_NE(r.report.find("m.c:1:"), std::string::npos) << r.report;
+}
+
 TEST_F(NativeSandboxTest, SuccessIsOk) {
   CommandResult r = RunOnce({"true"});
   EXPECT_EQ(r.classification, Classification::kOk);
