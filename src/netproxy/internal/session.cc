@@ -176,6 +176,8 @@ void Session::Close(std::string_view reason) {
 void Session::Touch(std::chrono::milliseconds timeout, const char* end_if_expired) {
   deadline_ = Clock::now() + timeout;
   expiry_end_ = end_if_expired;
+  // The watchdog sleeps until the deadline it saw last; wake it when the new one is earlier.
+  if (deadline_ < watchdog_.expiry()) watchdog_.cancel();
 }
 
 void Session::Count(bool upstream_to_client, size_t n) {

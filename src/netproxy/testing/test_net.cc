@@ -66,11 +66,12 @@ absl::StatusOr<std::unique_ptr<TestNetwork>> TestNetwork::Create() {
   std::string tag = fmt::format("{}{}-{}", kNsPrefix, ::getpid(), RandomHex(3));
   net->public_ns_ = tag + "-pub";
   net->sandbox_ns_ = tag + "-sb";
-  RETURN_IF_ERROR(Ip({"netns", "add", net->public_ns_}));
-  RETURN_IF_ERROR(Ip({"netns", "add", net->sandbox_ns_}));
+  net->sandbox2_ns_ = tag + "-sb2";
   RETURN_IF_ERROR(Ip({"link", "set", "lo", "up"}));
-  RETURN_IF_ERROR(Ip({"-n", net->public_ns_, "link", "set", "lo", "up"}));
-  RETURN_IF_ERROR(Ip({"-n", net->sandbox_ns_, "link", "set", "lo", "up"}));
+  for (const std::string& ns : {net->public_ns_, net->sandbox_ns_, net->sandbox2_ns_}) {
+    RETURN_IF_ERROR(Ip({"netns", "add", ns}));
+    RETURN_IF_ERROR(Ip({"-n", ns, "link", "set", "lo", "up"}));
+  }
   RETURN_IF_ERROR(Ip(
       {"link", "add", "alp0", "type", "veth", "peer", "name", "alp1", "netns", net->public_ns_}));
   // Host .1 on the proxy side, .10 in the public namespace, for each range.
@@ -85,7 +86,7 @@ absl::StatusOr<std::unique_ptr<TestNetwork>> TestNetwork::Create() {
 }
 
 TestNetwork::~TestNetwork() {
-  for (const std::string& ns : {public_ns_, sandbox_ns_}) {
+  for (const std::string& ns : {public_ns_, sandbox_ns_, sandbox2_ns_}) {
     if (!ns.empty()) RunCommand({"ip", "netns", "del", ns}).IgnoreError();
   }
   if (original_ns_) ::setns(original_ns_.get(), CLONE_NEWNET);

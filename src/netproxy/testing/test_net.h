@@ -22,7 +22,7 @@ namespace airlock::netproxy::testing {
 //   public  : the stand-in internet, linked to the proxy side by a veth pair, with the hosts
 //             192.0.2.10, 198.51.100.10, 203.0.113.10 (documentation ranges) and 100.64.7.10
 //             (a private address that only an operator policy opens);
-//   sandbox : loopback only, like a sandbox's namespace.
+//   sandbox, sandbox2 : loopback only, like the namespaces of two sandboxes.
 // The destructor deletes both named namespaces and returns the thread to its first namespace;
 // the proxy-side namespace (and the veth pair in it) goes away with its last user.
 class TestNetwork {
@@ -38,6 +38,7 @@ class TestNetwork {
 
   const std::string& public_ns() const { return public_ns_; }
   const std::string& sandbox_ns() const { return sandbox_ns_; }
+  const std::string& sandbox2_ns() const { return sandbox2_ns_; }
 
   // Removes named namespaces left by an earlier test run that died before its destructor.
   static void RemoveStale();
@@ -47,6 +48,7 @@ class TestNetwork {
   UniqueFd original_ns_;
   std::string public_ns_;
   std::string sandbox_ns_;
+  std::string sandbox2_ns_;
 };
 
 // Runs `fn` on a thread that has entered the named network namespace (sockets it creates stay

@@ -1,6 +1,7 @@
 #include "netproxy/testing/test_servers.h"
 
 #include <atomic>
+#include <filesystem>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -134,7 +135,8 @@ class TestServer::Impl {
         body = head;
       } else if (!options_.static_root.empty() && target.find("..") == std::string::npos) {
         std::string path = options_.static_root + target.substr(0, target.find('?'));
-        if (path.ends_with('/')) path += "index";
+        if (path.ends_with('/')) path.pop_back();
+        if (std::filesystem::is_directory(path)) path += "/index";
         absl::StatusOr<std::string> file = ReadFile(path);
         if (file.ok()) {
           body = *std::move(file);

@@ -20,7 +20,7 @@ class TestServer {
     //   GET /bytes/<n>    n bytes, streamed
     //   GET /headers      the request head as received
     //   POST|PUT <any>    "got <n> bytes\n" after reading the body
-    //   GET <path>        the file static_root + path ("index" for a trailing /), else 404
+    //   GET <path>        the file static_root + path (its "index" for a directory), else 404
     kHttp,
     kEcho,  // raw TCP: echoes every byte
   };
