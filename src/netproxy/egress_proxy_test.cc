@@ -265,10 +265,11 @@ TEST_F(EgressProxyTest, SurvivesGarbageAndOversizedAndSlowClients) {
   options.header_timeout = std::chrono::milliseconds(300);
   StartProxy(options);
   uint16_t port = Serve(MakePolicy(NetworkProfile::kDependencyEgress, {EchoHosts()}));
+  // A TLS ClientHello sent without CONNECT, with its NUL bytes.
+  static constexpr char kTlsHello[] = "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03 junk\r\n\r\n";
   for (std::string garbage :
-       {std::string("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03 binary junk\r\n\r\n", 30),
-        std::string("GET\r\n\r\n"), std::string("CONNECT\r\n\r\n"),
-        std::string("CONNECT nohostport HTTP/1.1\r\n\r\n"),
+       {std::string(kTlsHello, sizeof(kTlsHello) - 1), std::string("GET\r\n\r\n"),
+        std::string("CONNECT\r\n\r\n"), std::string("CONNECT nohostport HTTP/1.1\r\n\r\n"),
         std::string("CONNECT [::1 HTTP/1.1\r\n\r\n"),
         std::string("GET /origin-form HTTP/1.1\r\nHost: x\r\n\r\n"),
         std::string("GET http://user:pw@origin.test/ HTTP/1.1\r\nHost: x\r\n\r\n"),
