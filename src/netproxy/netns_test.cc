@@ -36,6 +36,7 @@ using spec::NetworkProfile;
 using testing::CommandOutput;
 using testing::ConnectTcp;
 using testing::EventCollector;
+using testing::ForwarderProcess;
 using testing::InNetns;
 using testing::ReadUntil;
 using testing::RunCommand;
@@ -55,42 +56,6 @@ Policy MakePolicy(NetworkProfile profile, std::vector<std::string> hosts,
   EXPECT_TRUE(p.ok()) << p.status();
   return *std::move(p);
 }
-
-// airlock-forwarder started in a namespace with `ip netns exec`, as the engine would start it
-// inside a sandbox; waits for its "ready" line.
-class Forwarder {
- public:
-  Forwarder(const std::string& netns, const std::string& socket_path) {
-    int ready[2];
-    if (::pipe(ready) != 0) return;
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(ready[1], 3);
-      std::string port = fmt::format("127.0.0.1:{}", kForwarderPort);
-      ::execlp("ip", "ip", "netns", "exec", netns.c_str(), AIRLOCK_FORWARDER_PATH, "--listen",
-               port.c_str(), "--socket", socket_path.c_str(), "--ready-fd", "3", nullptr);
-      ::_exit(127);
-    }
-    ::close(ready[1]);
-    pollfd p{ready[0], POLLIN, 0};
-    char buf[16] = {};
-    if (::poll(&p, 1, 10'000) == 1 && ::read(ready[0], buf, sizeof(buf) - 1) > 0) {
-      ready_ = std::string(buf) == "ready\n";
-    }
-    ::close(ready[0]);
-  }
-  ~Forwarder() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-  }
-  bool ready() const { return ready_; }
-
- private:
-  pid_t pid_ = -1;
-  bool ready_ = false;
-};
 
 class NetnsEgressTest : public ::testing::Test {
  protected:
@@ -146,7 +111,9 @@ class NetnsEgressTest : public ::testing::Test {
     ASSERT_TRUE(proxy.ok()) << proxy.status();
     proxy_ = *std::move(proxy);
     ASSERT_TRUE(proxy_->AddSandbox(id_, std::move(policy), socket_path_).ok());
-    forwarder_ = std::make_unique<Forwarder>(net_->sandbox_ns(), socket_path_);
+    forwarder_ = std::make_unique<ForwarderProcess>(AIRLOCK_FORWARDER_PATH, net_->sandbox_ns(),
+                                                    fmt::format("127.0.0.1:{}", kForwarderPort),
+                                                    socket_path_);
     ASSERT_TRUE(forwarder_->ready());
   }
 
@@ -183,7 +150,7 @@ class NetnsEgressTest : public ::testing::Test {
   std::unique_ptr<TestServer> echo_;
   EventCollector events_;
   std::unique_ptr<EgressProxy> proxy_;
-  std::unique_ptr<Forwarder> forwarder_;
+  std::unique_ptr<ForwarderProcess> forwarder_;
 };
 
 TEST_F(NetnsEgressTest, CurlReachesAnAllowedHostOverHttpAndConnect) {

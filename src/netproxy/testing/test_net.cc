@@ -159,6 +159,58 @@ absl::StatusOr<CommandOutput> RunCommand(const std::vector<std::string>& argv,
   return result;
 }
 
+ForwarderProcess::ForwarderProcess(const std::string& binary, const std::string& netns,
+                                   const std::string& listen, const std::string& socket_path) {
+  int ready[2];
+  if (::pipe2(ready, O_CLOEXEC) != 0) return;
+  std::vector<std::string> args;
+  if (!netns.empty()) args = {"ip", "netns", "exec", netns};
+  for (const std::string& a : {binary, std::string("--listen"), listen, std::string("--socket"),
+                               socket_path, std::string("--ready-fd"), std::string("3")}) {
+    args.push_back(a);
+  }
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_ = ::fork();
+  if (pid_ == 0) {
+    ::dup2(ready[1], 3);  // dup2 clears close-on-exec on the copy
+    ::execvp(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ::close(ready[1]);
+  pollfd p{ready[0], POLLIN, 0};
+  char buf[16] = {};
+  if (::poll(&p, 1, 10'000) == 1 && ::read(ready[0], buf, sizeof(buf) - 1) > 0) {
+    ready_ = std::string(buf) == "ready\n";
+  }
+  ::close(ready[0]);
+}
+
+ForwarderProcess::~ForwarderProcess() { Stop(); }
+
+int ForwarderProcess::Stop() {
+  if (pid_ <= 0) return 0;
+  ::kill(pid_, SIGTERM);
+  int status = 0;
+  ::waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return status;
+}
+
+uint16_t FreeLoopbackPort() {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(sa);
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), len) != 0 ||
+      ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
+    return 0;
+  }
+  return ntohs(sa.sin_port);
+}
+
 absl::StatusOr<UniqueFd> ConnectTcp(const std::string& address, uint16_t port) {
   sockaddr_in sa{};
   sa.sin_family = AF_INET;

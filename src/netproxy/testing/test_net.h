@@ -3,7 +3,10 @@
 #ifndef AIRLOCK_NETPROXY_TESTING_TEST_NET_H_
 #define AIRLOCK_NETPROXY_TESTING_TEST_NET_H_
 
+#include <sys/types.h>
+
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -64,6 +67,30 @@ struct CommandOutput {
 absl::StatusOr<CommandOutput> RunCommand(const std::vector<std::string>& argv,
                                          const std::vector<std::string>& env = {},
                                          std::chrono::seconds timeout = std::chrono::seconds(60));
+
+// airlock-forwarder (at `binary`) started as the engine would start it in a sandbox: in `netns`
+// through `ip netns exec` (empty: here), waiting for its --ready-fd line. The destructor sends
+// SIGTERM and reaps it.
+class ForwarderProcess {
+ public:
+  ForwarderProcess(const std::string& binary, const std::string& netns, const std::string& listen,
+                   const std::string& socket_path);
+  ~ForwarderProcess();
+  ForwarderProcess(const ForwarderProcess&) = delete;
+  ForwarderProcess& operator=(const ForwarderProcess&) = delete;
+
+  bool ready() const { return ready_; }
+  pid_t pid() const { return pid_; }
+  // Sends SIGTERM and returns the wait status.
+  int Stop();
+
+ private:
+  pid_t pid_ = -1;
+  bool ready_ = false;
+};
+
+// A TCP port on 127.0.0.1 that was free a moment ago.
+uint16_t FreeLoopbackPort();
 
 // Blocking client helpers with a 10 s receive timeout.
 absl::StatusOr<UniqueFd> ConnectTcp(const std::string& address, uint16_t port);
