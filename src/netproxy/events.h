@@ -1,0 +1,104 @@
+// What the egress proxy reports: blocked attempts, finished connections and policy changes.
+//
+// The proxy hands every event to one EventCallback (see EgressProxy::Options). The engine keeps
+// the blocked events of a sandbox with its run, turns them into the CommandResult's violations
+// (ToViolation) and gives them to DetectNetworkRequired (network_required.h).
+#ifndef AIRLOCK_NETPROXY_EVENTS_H_
+#define AIRLOCK_NETPROXY_EVENTS_H_
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "command/command.h"
+#include "common/ids.h"
+#include "nlohmann/json.hpp"
+
+namespace airlock::netproxy {
+
+// One refused attempt. Blocked before resolving: resolved_address is empty. A name that resolved
+// to several refused addresses gives one event per address.
+struct BlockedNetworkEgress {
+  SandboxId sandbox;
+  std::string host;              // normalized host as requested (raw, cut to 255 bytes, if bad)
+  std::string resolved_address;  // "169.254.169.254", or empty
+  uint16_t port = 0;
+  std::string rule;    // the rule that blocked (Decision::rule, or "invalid-host")
+  std::string method;  // "CONNECT", "GET", ...
+  std::chrono::system_clock::time_point time;
+};
+
+// A proxied connection (one CONNECT tunnel, or the plain-HTTP requests of one client connection
+// to one upstream) that has ended.
+struct ConnectionClosed {
+  SandboxId sandbox;
+  std::string host;
+  std::string address;  // the address connected to; empty when no connection was made
+  uint16_t port = 0;
+  std::string method;
+  uint64_t bytes_up = 0;    // sandbox -> upstream (bodies and tunnel payload)
+  uint64_t bytes_down = 0;  // upstream -> sandbox
+  uint64_t requests = 0;    // plain-HTTP requests relayed
+  int64_t duration_ms = 0;
+  std::string end;  // "closed", "idle-timeout", "header-timeout", "connect-failed", ...
+};
+
+// An audit record: the policy of a running sandbox was replaced.
+struct PolicyChanged {
+  SandboxId sandbox;
+  nlohmann::json old_policy;
+  nlohmann::json new_policy;
+  bool loosened = false;  // false when the new policy provably allows no more than the old
+  std::chrono::system_clock::time_point time;
+};
+
+using EgressEvent = std::variant<BlockedNetworkEgress, ConnectionClosed, PolicyChanged>;
+
+// Called on a proxy thread for every event; must be thread-safe and return quickly.
+using EventCallback = std::function<void(const EgressEvent&)>;
+
+// kind "BlockedNetworkEgress", detail "egress to <host>:<port> blocked by <rule>", data with
+// sandbox, host, resolved_address, port, rule, method, time (RFC 3339).
+Violation ToViolation(const BlockedNetworkEgress& event);
+
+// {"type": "BlockedNetworkEgress" | "ConnectionClosed" | "PolicyChanged", ...fields}.
+nlohmann::json ToJson(const EgressEvent& event);
+
+// Keeps the blocked events of each sandbox for the engine, at most `max_per_sandbox` each (the
+// oldest are dropped and counted). Thread-safe. Typical use:
+//   BlockedEventLog log;  options.on_event = log.Callback();
+//   uint64_t mark = log.Mark(id);  ...run the command...  auto blocked = log.Since(id, mark);
+class BlockedEventLog {
+ public:
+  explicit BlockedEventLog(size_t max_per_sandbox = 1000) : max_(max_per_sandbox) {}
+
+  void Record(const EgressEvent& event);
+  // A callback that records into this log (which must outlive the proxy using it).
+  EventCallback Callback();
+
+  // A position in the sandbox's stream of blocked events; Since(id, mark) returns those after it.
+  uint64_t Mark(const SandboxId& sandbox) const;
+  std::vector<BlockedNetworkEgress> Since(const SandboxId& sandbox, uint64_t mark) const;
+  uint64_t Dropped(const SandboxId& sandbox) const;
+  void Forget(const SandboxId& sandbox);
+
+ private:
+  struct PerSandbox {
+    std::deque<BlockedNetworkEgress> events;
+    uint64_t next_seq = 0;  // sequence number of the next event
+    uint64_t dropped = 0;
+  };
+  const size_t max_;
+  mutable std::mutex mu_;
+  std::map<SandboxId, PerSandbox> sandboxes_;
+};
+
+}  // namespace airlock::netproxy
+
+#endif  // AIRLOCK_NETPROXY_EVENTS_H_

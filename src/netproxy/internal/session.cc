@@ -1,0 +1,564 @@
+#include "netproxy/internal/session.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
+#include <exception>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "boost/asio/co_spawn.hpp"
+#include "boost/asio/detached.hpp"
+#include "boost/asio/redirect_error.hpp"
+#include "boost/asio/use_awaitable.hpp"
+#include "boost/asio/write.hpp"
+#include "boost/beast/http/read.hpp"
+#include "boost/beast/http/rfc7230.hpp"
+#include "boost/beast/http/serializer.hpp"
+#include "boost/beast/http/write.hpp"
+#include "common/logging.h"
+#include "common/status.h"
+#include "fmt/format.h"
+
+namespace airlock::netproxy::internal {
+namespace {
+
+using boost::system::error_code;
+
+const Logger& Log() {
+  static const Logger& log = GetLogger("netproxy");
+  return log;
+}
+
+auto Ec(error_code& ec) { return asio::redirect_error(asio::use_awaitable, ec); }
+
+std::string_view View(beast::string_view s) { return {s.data(), s.size()}; }
+
+constexpr uint64_t kNoBodyLimit = std::numeric_limits<uint64_t>::max();
+constexpr size_t kMaxEventHost = 255;
+
+IpAddress FromAsio(const asio::ip::address& a) {
+  if (a.is_v4()) return IpAddress::V4(a.to_v4().to_uint());
+  asio::ip::address_v6::bytes_type b = a.to_v6().to_bytes();
+  std::array<uint8_t, 16> bytes;
+  std::copy(b.begin(), b.end(), bytes.begin());
+  return IpAddress::V6(bytes);
+}
+
+asio::ip::address ToAsio(const IpAddress& a) {
+  if (a.is_v4()) return asio::ip::address_v4(a.v4());
+  asio::ip::address_v6::bytes_type b;
+  std::copy(a.bytes().begin(), a.bytes().end(), b.begin());
+  return asio::ip::address_v6(b);
+}
+
+// Hop-by-hop headers (RFC 9110 7.6.1) and proxy credentials never cross the proxy. Tokens named
+// in Connection are removed too, except the framing fields: the parser has already framed the
+// message by them and the serializer frames it again by them.
+template <typename Fields>
+void StripHopByHop(Fields& fields) {
+  std::vector<std::string> named;
+  for (beast::string_view token : http::token_list(fields[http::field::connection])) {
+    std::string t(token.data(), token.size());
+    for (char& c : t) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (t != "content-length" && t != "transfer-encoding" && t != "host") named.push_back(t);
+  }
+  for (const std::string& name : named) fields.erase(beast::string_view(name));
+  for (http::field f :
+       {http::field::connection, http::field::keep_alive, http::field::proxy_connection,
+        http::field::proxy_authorization, http::field::proxy_authenticate, http::field::te,
+        http::field::trailer, http::field::upgrade}) {
+    fields.erase(f);
+  }
+}
+
+struct AbsoluteUrl {
+  std::string_view authority;
+  std::string_view target;  // origin form, "/" at least
+};
+
+// "http://host[:port]/path?query" -> authority and origin-form target.
+std::optional<AbsoluteUrl> ParseAbsoluteHttpUrl(std::string_view url) {
+  constexpr std::string_view kScheme = "http://";
+  if (url.size() < kScheme.size()) return std::nullopt;
+  for (size_t i = 0; i < kScheme.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(url[i])) != kScheme[i]) return std::nullopt;
+  }
+  url.remove_prefix(kScheme.size());
+  size_t end = url.find_first_of("/?#");
+  AbsoluteUrl out{url.substr(0, end), end == std::string_view::npos ? "/" : url.substr(end)};
+  if (out.target.front() == '#') out.target = "/";
+  if (out.target.front() == '?') return std::nullopt;  // "http://h?q" has no path to rewrite
+  if (size_t hash = out.target.find('#'); hash != std::string_view::npos) {
+    out.target = out.target.substr(0, hash);
+  }
+  return out;
+}
+
+const char* ReasonPhrase(int status) {
+  switch (status) {
+    case 400:
+      return "Bad Request";
+    case 403:
+      return "Forbidden";
+    case 502:
+      return "Bad Gateway";
+    case 503:
+      return "Service Unavailable";
+    case 504:
+      return "Gateway Timeout";
+    default:
+      return "Error";
+  }
+}
+
+}  // namespace
+
+Session::Session(std::shared_ptr<SandboxState> sandbox, ClientSocket client)
+    : sandbox_(std::move(sandbox)),
+      config_(*sandbox_->config),
+      strand_(client.get_executor()),
+      client_(std::move(client)),
+      watchdog_(strand_),
+      pump_done_(strand_),
+      client_buffer_(std::max(config_.options.max_header_bytes, config_.options.buffer_bytes)),
+      upstream_buffer_(std::max(config_.options.max_header_bytes, config_.options.buffer_bytes)) {
+  sandbox_->active.fetch_add(1, std::memory_order_relaxed);
+}
+
+Session::~Session() {
+  sandbox_->active.fetch_sub(1, std::memory_order_relaxed);
+  {
+    std::lock_guard lock(sandbox_->mu);
+    sandbox_->sessions.erase(this);
+  }
+  if (config_.options.on_event) {
+    config_.options.on_event(ConnectionClosed{
+        sandbox_->id, host_, address_, port_, method_.empty() ? "-" : method_, bytes_up_,
+        bytes_down_, requests_,
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start_).count(),
+        end_});
+  }
+}
+
+void Session::Start(const std::shared_ptr<Session>& session) {
+  {
+    std::lock_guard lock(session->sandbox_->mu);
+    session->sandbox_->sessions.emplace(session.get(), session);
+  }
+  auto on_done = [](std::exception_ptr e) {
+    if (!e) return;
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& ex) {
+      Log().Error("connection failed", {{"error", ex.what()}});
+    }
+  };
+  session->Touch(session->config_.options.header_timeout, "header-timeout");
+  // The coroutines own the session: each gets its own reference as a parameter (copied into
+  // its frame before the caller's reference goes away).
+  asio::co_spawn(session->strand_, session->Run(session), on_done);
+  asio::co_spawn(session->strand_, session->Watchdog(session), on_done);
+}
+
+void Session::Close(std::string_view reason) {
+  if (!finished_ && end_ == "closed") end_ = std::string(reason);
+  finished_ = true;
+  error_code ec;
+  client_.close(ec);
+  if (upstream_) upstream_->close(ec);
+  if (resolver_) resolver_->cancel();
+  watchdog_.cancel();
+  pump_done_.cancel();
+}
+
+void Session::Touch(std::chrono::milliseconds timeout, const char* end_if_expired) {
+  deadline_ = Clock::now() + timeout;
+  expiry_end_ = end_if_expired;
+  // The watchdog sleeps until the deadline it saw last; wake it when the new one is earlier.
+  if (deadline_ < watchdog_.expiry()) watchdog_.cancel();
+}
+
+void Session::Count(bool upstream_to_client, size_t n) {
+  if (upstream_to_client) {
+    bytes_down_ += n;
+    sandbox_->bytes_down.fetch_add(n, std::memory_order_relaxed);
+  } else {
+    bytes_up_ += n;
+    sandbox_->bytes_up.fetch_add(n, std::memory_order_relaxed);
+  }
+}
+
+asio::awaitable<void> Session::Watchdog([[maybe_unused]] std::shared_ptr<Session> self) {
+  error_code ec;
+  while (!finished_) {
+    watchdog_.expires_at(deadline_);
+    co_await watchdog_.async_wait(Ec(ec));
+    if (finished_) break;
+    if (Clock::now() < deadline_) continue;
+    if (connecting_) {
+      // Give up on the upstream but keep the client to tell it why (504).
+      connect_timed_out_ = true;
+      if (resolver_) resolver_->cancel();
+      if (upstream_) upstream_->close(ec);
+      Touch(config_.options.header_timeout, "response-timeout");
+      continue;
+    }
+    Close(expiry_end_);
+    break;
+  }
+}
+
+void Session::Blocked(std::string_view host, std::string_view address, uint16_t port,
+                      std::string_view rule) {
+  sandbox_->blocked.fetch_add(1, std::memory_order_relaxed);
+  Log().Info("egress blocked", {{"sandbox", sandbox_->id.value()},
+                                {"host", host},
+                                {"address", address},
+                                {"port", static_cast<int>(port)},
+                                {"rule", rule}});
+  if (!config_.options.on_event) return;
+  config_.options.on_event(BlockedNetworkEgress{
+      sandbox_->id, std::string(host.substr(0, kMaxEventHost)), std::string(address), port,
+      std::string(rule), method_, std::chrono::system_clock::now()});
+}
+
+asio::awaitable<void> Session::Respond(int status, std::string_view reason, std::string_view text,
+                                       std::string_view rule) {
+  if (responded_) co_return;
+  responded_ = true;
+  if (end_ == "closed") end_ = std::string(reason);
+  std::string body = fmt::format("airlock egress proxy: {}\n", text);
+  std::string head = fmt::format(
+      "HTTP/1.1 {} {}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n",
+      status, ReasonPhrase(status), body.size());
+  if (!rule.empty()) head += fmt::format("X-Airlock-Egress-Blocked: {}\r\n", rule);
+  std::string message = head + "\r\n" + body;
+  error_code ec;
+  co_await asio::async_write(client_, asio::buffer(message), Ec(ec));
+}
+
+asio::awaitable<void> Session::Run([[maybe_unused]] std::shared_ptr<Session> self) {
+  error_code ec;
+  while (!finished_) {
+    http::request_parser<http::empty_body> parser;
+    parser.header_limit(static_cast<uint32_t>(config_.options.max_header_bytes));
+    parser.body_limit(kNoBodyLimit);
+    co_await http::async_read_header(client_, client_buffer_, parser, Ec(ec));
+    if (ec) {
+      bool quiet_end = ec == http::error::end_of_stream || ec == asio::error::eof ||
+                       ec == asio::error::operation_aborted || finished_;
+      if (!quiet_end) {
+        if (method_.empty()) method_ = "?";
+        std::string text = fmt::format("bad request: {}", ec.message());
+        co_await Respond(400, "bad-request", text);
+      }
+      break;
+    }
+    if (parser.get().method() == http::verb::connect) {
+      co_await HandleConnect(parser);
+      break;
+    }
+    if (!co_await HandleHttp(parser)) break;
+    responded_ = false;
+    Touch(config_.options.header_timeout, "header-timeout");
+  }
+  Close(end_);
+}
+
+asio::awaitable<void> Session::HandleConnect(http::request_parser<http::empty_body>& parser) {
+  method_ = "CONNECT";
+  std::string_view target = View(parser.get().target());
+  host_ = std::string(target.substr(0, kMaxEventHost));
+  absl::StatusOr<HostPort> hp = SplitHostPort(target);
+  if (!hp.ok() || !hp->port) {
+    Blocked(target, "", 0, "invalid-host");
+    co_await Respond(400, "bad-request", "CONNECT needs host:port");
+    co_return;
+  }
+  port_ = *hp->port;
+  absl::StatusOr<HostName> host = NormalizeHost(hp->host);
+  if (!host.ok()) {
+    Blocked(hp->host, "", port_, "invalid-host");
+    std::string text(Message(host.status()));
+    co_await Respond(400, "bad-request", text);
+    co_return;
+  }
+  host_ = host->name;
+  std::shared_ptr<const Policy> policy = sandbox_->policy();
+  Decision d = policy->CheckRequest({RequestKind::kConnect, *host, port_, "CONNECT", {}});
+  if (!d.allowed) {
+    Blocked(host_, "", port_, d.rule);
+    std::string text = fmt::format("egress to {}:{} blocked by {}", host_, port_, d.rule);
+    co_await Respond(403, "blocked", text, d.rule);
+    co_return;
+  }
+  if (!co_await OpenUpstream(*policy, *host, port_)) co_return;
+  static constexpr std::string_view kEstablished = "HTTP/1.1 200 Connection established\r\n\r\n";
+  error_code ec;
+  co_await asio::async_write(client_, asio::buffer(kEstablished), Ec(ec));
+  if (ec) co_return;
+  responded_ = true;
+  // Bytes the client sent right after its CONNECT head (a TLS ClientHello) are already read.
+  if (client_buffer_.size() > 0) {
+    size_t n = client_buffer_.size();
+    co_await asio::async_write(*upstream_, client_buffer_.data(), Ec(ec));
+    if (ec) co_return;
+    Count(false, n);
+    client_buffer_.consume(n);
+  }
+  client_buffer_.shrink_to_fit();
+  upstream_buffer_.shrink_to_fit();
+  co_await Tunnel();
+}
+
+asio::awaitable<bool> Session::OpenUpstream(const Policy& policy, const HostName& host,
+                                            uint16_t port) {
+  Touch(config_.options.connect_timeout, "connect-timeout");
+  connecting_ = true;
+  struct Done {
+    bool& flag;
+    ~Done() { flag = false; }
+  } done{connecting_};
+  std::vector<IpAddress> addresses;
+  error_code ec;
+  if (host.ip) {
+    addresses.push_back(*host.ip);
+  } else if (auto it = config_.hosts.find(host.name); it != config_.hosts.end()) {
+    addresses = it->second;
+  } else if (config_.options.resolution == NameResolution::kSystem) {
+    resolver_.emplace(strand_);
+    std::string service = std::to_string(port);
+    auto results = co_await resolver_->async_resolve(host.name, service, Ec(ec));
+    if (!ec) {
+      for (const auto& entry : results) addresses.push_back(FromAsio(entry.endpoint().address()));
+    }
+    resolver_.reset();
+  }
+  if (connect_timed_out_) {
+    std::string text = fmt::format("resolving {} timed out", host.name);
+    co_await Respond(504, "connect-timeout", text);
+    co_return false;
+  }
+  if (addresses.empty()) {
+    std::string text = fmt::format("cannot resolve {}{}", host.name,
+                                   ec ? fmt::format(": {}", ec.message()) : std::string());
+    co_await Respond(502, "resolve-failed", text);
+    co_return false;
+  }
+  std::vector<IpAddress> allowed;
+  std::string first_rule;
+  for (const IpAddress& a : addresses) {
+    if (std::find(allowed.begin(), allowed.end(), a) != allowed.end()) continue;
+    Decision d = policy.CheckAddress(host, port, a);
+    if (d.allowed) {
+      allowed.push_back(a);
+    } else {
+      Blocked(host.name, a.ToString(), port, d.rule);
+      if (first_rule.empty()) first_rule = d.rule;
+    }
+  }
+  if (allowed.empty()) {
+    std::string text = fmt::format("egress to {}:{} blocked by {}", host.name, port, first_rule);
+    co_await Respond(403, "blocked", text, first_rule);
+    co_return false;
+  }
+  for (const IpAddress& a : allowed) {
+    if (finished_ || connect_timed_out_) break;
+    upstream_.emplace(strand_);
+    co_await upstream_->async_connect(asio::ip::tcp::endpoint(ToAsio(a), port), Ec(ec));
+    if (!ec) {
+      address_ = a.ToString();
+      upstream_key_ = fmt::format("{}:{}", host.name, port);
+      upstream_->set_option(asio::ip::tcp::no_delay(true), ec);
+      Touch(config_.options.idle_timeout, "idle-timeout");
+      co_return true;
+    }
+    upstream_.reset();
+  }
+  if (connect_timed_out_) {
+    std::string text = fmt::format("connect to {}:{} timed out", host.name, port);
+    co_await Respond(504, "connect-timeout", text);
+  } else {
+    std::string text = fmt::format("connect to {}:{} failed: {}", host.name, port, ec.message());
+    co_await Respond(502, "connect-failed", text);
+  }
+  co_return false;
+}
+
+asio::awaitable<void> Session::Tunnel() {
+  up_buffer_ = std::make_unique<char[]>(config_.options.buffer_bytes);
+  down_buffer_ = std::make_unique<char[]>(config_.options.buffer_bytes);
+  auto self = shared_from_this();
+  asio::co_spawn(
+      strand_,
+      [self]() -> asio::awaitable<void> {
+        co_await self->Pump(true);
+        self->down_pump_done_ = true;
+        self->pump_done_.cancel();
+      },
+      asio::detached);
+  co_await Pump(false);
+  if (!down_pump_done_) {
+    error_code ec;
+    pump_done_.expires_at(Clock::time_point::max());
+    co_await pump_done_.async_wait(Ec(ec));
+  }
+}
+
+asio::awaitable<void> Session::Pump(bool upstream_to_client) {
+  char* buffer = upstream_to_client ? down_buffer_.get() : up_buffer_.get();
+  const size_t size = config_.options.buffer_bytes;
+  error_code ec;
+  while (true) {
+    size_t n = upstream_to_client
+                   ? co_await upstream_->async_read_some(asio::buffer(buffer, size), Ec(ec))
+                   : co_await client_.async_read_some(asio::buffer(buffer, size), Ec(ec));
+    if (ec) break;
+    if (upstream_to_client) {
+      co_await asio::async_write(client_, asio::buffer(buffer, n), Ec(ec));
+    } else {
+      co_await asio::async_write(*upstream_, asio::buffer(buffer, n), Ec(ec));
+    }
+    if (ec) break;
+    Count(upstream_to_client, n);
+    Touch(config_.options.idle_timeout, "idle-timeout");
+  }
+  error_code ignored;
+  if (ec == asio::error::eof && !finished_) {
+    // Half-close: pass the end of this direction on and let the other one finish.
+    if (upstream_to_client) {
+      client_.shutdown(asio::socket_base::shutdown_send, ignored);
+    } else {
+      upstream_->shutdown(asio::socket_base::shutdown_send, ignored);
+    }
+  } else {
+    if (ec != asio::error::operation_aborted && end_ == "closed") {
+      end_ = fmt::format("error: {}", ec.message());
+    }
+    Close(end_);
+  }
+}
+
+template <bool kIsRequest, typename In, typename Out>
+asio::awaitable<error_code> Session::Relay(In& in, beast::flat_buffer& in_buffer,
+                                           http::parser<kIsRequest, http::buffer_body>& p, Out& out,
+                                           bool upstream_to_client) {
+  std::unique_ptr<char[]>& storage = upstream_to_client ? down_buffer_ : up_buffer_;
+  if (!storage) storage = std::make_unique<char[]>(config_.options.buffer_bytes);
+  char* buffer = storage.get();
+  const size_t size = config_.options.buffer_bytes;
+  http::serializer<kIsRequest, http::buffer_body> sr{p.get()};
+  error_code ec;
+  co_await http::async_write_header(out, sr, Ec(ec));
+  if (ec) co_return ec;
+  while (!p.is_done() || !sr.is_done()) {
+    size_t n = 0;
+    if (!p.is_done()) {
+      p.get().body().data = buffer;
+      p.get().body().size = size;
+      co_await http::async_read(in, in_buffer, p, Ec(ec));
+      if (ec == http::error::need_buffer) ec = {};
+      if (ec) co_return ec;
+      n = size - p.get().body().size;
+      p.get().body().size = n;
+      p.get().body().data = buffer;
+      p.get().body().more = !p.is_done();
+    } else {
+      p.get().body().data = nullptr;
+      p.get().body().size = 0;
+      p.get().body().more = false;
+    }
+    co_await http::async_write(out, sr, Ec(ec));
+    if (ec == http::error::need_buffer) ec = {};
+    if (ec) co_return ec;
+    Count(upstream_to_client, n);
+    Touch(config_.options.idle_timeout, "idle-timeout");
+  }
+  co_return ec;
+}
+
+asio::awaitable<bool> Session::HandleHttp(http::request_parser<http::empty_body>& parser) {
+  http::request<http::empty_body>& req = parser.get();
+  method_ = std::string(View(req.method_string()));
+  std::optional<AbsoluteUrl> url = ParseAbsoluteHttpUrl(View(req.target()));
+  if (!url) {
+    co_await Respond(400, "bad-request",
+                     "only CONNECT host:port and absolute http:// URLs are proxied");
+    co_return false;
+  }
+  absl::StatusOr<HostPort> hp = SplitHostPort(url->authority);
+  absl::StatusOr<HostName> host =
+      hp.ok() ? NormalizeHost(hp->host) : absl::StatusOr<HostName>(hp.status());
+  if (!host.ok() || url->authority.find('@') != std::string_view::npos) {
+    Blocked(url->authority, "", 0, "invalid-host");
+    std::string text = fmt::format("bad host in {}", View(req.target()));
+    co_await Respond(400, "bad-request", text);
+    co_return false;
+  }
+  uint16_t port = hp->port.value_or(80);
+  std::shared_ptr<const Policy> policy = sandbox_->policy();
+  Decision d = policy->CheckRequest({RequestKind::kHttp, *host, port, method_, url->target});
+  if (!d.allowed) {
+    host_ = host->name;
+    port_ = port;
+    Blocked(host->name, "", port, d.rule);
+    std::string text = fmt::format("{} http://{}:{}{} blocked by {}", method_, host->name, port,
+                                   url->target, d.rule);
+    co_await Respond(403, "blocked", text, d.rule);
+    co_return false;
+  }
+  std::string key = fmt::format("{}:{}", host->name, port);
+  if (!upstream_ || !upstream_->is_open() || upstream_key_ != key) {
+    if (upstream_) upstream_.reset();
+    upstream_buffer_.clear();
+    host_ = host->name;
+    port_ = port;
+    if (!co_await OpenUpstream(*policy, *host, port)) co_return false;
+  }
+  bool client_keep_alive = req.keep_alive();
+  std::string authority(url->authority);
+  req.target(beast::string_view(url->target.data(), url->target.size()));
+  StripHopByHop(req);
+  req.set(http::field::host, authority);
+  http::request_parser<http::buffer_body> request(std::move(parser));
+  error_code ec = co_await Relay(client_, client_buffer_, request, *upstream_, false);
+  if (ec) {
+    std::string text = fmt::format("sending request: {}", ec.message());
+    co_await Respond(502, "upstream-failed", text);
+    co_return false;
+  }
+  ++requests_;
+  bool head = request.get().method() == http::verb::head;
+  while (true) {
+    http::response_parser<http::buffer_body> response;
+    response.header_limit(static_cast<uint32_t>(config_.options.max_header_bytes));
+    response.body_limit(kNoBodyLimit);
+    if (head) response.skip(true);
+    co_await http::async_read_header(*upstream_, upstream_buffer_, response, Ec(ec));
+    if (ec) {
+      std::string text = fmt::format("reading response: {}", ec.message());
+      co_await Respond(502, "upstream-failed", text);
+      co_return false;
+    }
+    responded_ = true;
+    int status = response.get().result_int();
+    bool upstream_keep_alive = response.keep_alive();
+    StripHopByHop(response.get());
+    if (status == 101) co_return false;  // Upgrade was stripped; a server that switches anyway
+    bool interim = status >= 100 && status < 200;
+    response.get().keep_alive(client_keep_alive);
+    bool need_eof = !interim && response.get().need_eof();
+    ec = co_await Relay(*upstream_, upstream_buffer_, response, client_, true);
+    if (ec) co_return false;
+    if (interim) continue;
+    if (!upstream_keep_alive) {
+      upstream_->close(ec);
+      upstream_.reset();
+    }
+    co_return client_keep_alive && !need_eof;
+  }
+}
+
+}  // namespace airlock::netproxy::internal

@@ -1,0 +1,103 @@
+// One client connection to the egress proxy: reads proxy requests, applies the sandbox's policy,
+// and relays CONNECT tunnels or plain-HTTP exchanges. Private to netproxy.
+//
+// Every member runs on the session's strand. The session owns its sockets and buffers; it is kept
+// alive by its own coroutines and reports a ConnectionClosed event when destroyed.
+#ifndef AIRLOCK_NETPROXY_INTERNAL_SESSION_H_
+#define AIRLOCK_NETPROXY_INTERNAL_SESSION_H_
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>  // boost/asio/awaitable.hpp uses std::exchange without it
+
+#include "boost/asio/awaitable.hpp"
+#include "boost/asio/steady_timer.hpp"
+#include "boost/beast/core/flat_buffer.hpp"
+#include "boost/beast/http/buffer_body.hpp"
+#include "boost/beast/http/empty_body.hpp"
+#include "boost/beast/http/parser.hpp"
+#include "netproxy/internal/proxy_state.h"
+
+namespace airlock::netproxy::internal {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(std::shared_ptr<SandboxState> sandbox, ClientSocket client);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Registers with the sandbox and starts serving on the session's strand.
+  static void Start(const std::shared_ptr<Session>& session);
+
+  // Closes both sides; `reason` becomes the ConnectionClosed end. Must run on the strand.
+  void Close(std::string_view reason);
+
+  const Strand& strand() const { return strand_; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  asio::awaitable<void> Run(std::shared_ptr<Session> self);
+  asio::awaitable<void> Watchdog(std::shared_ptr<Session> self);
+  asio::awaitable<void> HandleConnect(http::request_parser<http::empty_body>& parser);
+  // Returns true when the client connection may carry another request.
+  asio::awaitable<bool> HandleHttp(http::request_parser<http::empty_body>& parser);
+  // Resolves, checks every address and connects upstream_. On failure it has answered the
+  // client and returns false.
+  asio::awaitable<bool> OpenUpstream(const Policy& policy, const HostName& host, uint16_t port);
+  asio::awaitable<void> Tunnel();
+  asio::awaitable<void> Pump(bool upstream_to_client);
+  template <bool kIsRequest, typename In, typename Out>
+  asio::awaitable<boost::system::error_code> Relay(In& in, beast::flat_buffer& in_buffer,
+                                                   http::parser<kIsRequest, http::buffer_body>& p,
+                                                   Out& out, bool upstream_to_client);
+  asio::awaitable<void> Respond(int status, std::string_view reason, std::string_view text,
+                                std::string_view rule = {});
+  void Blocked(std::string_view host, std::string_view address, uint16_t port,
+               std::string_view rule);
+  void Touch(std::chrono::milliseconds timeout, const char* end_if_expired);
+  void Count(bool upstream_to_client, size_t n);
+
+  std::shared_ptr<SandboxState> sandbox_;
+  const ProxyConfig& config_;
+  Strand strand_;
+  ClientSocket client_;
+  std::optional<UpstreamSocket> upstream_;
+  std::optional<asio::ip::tcp::resolver> resolver_;
+  asio::steady_timer watchdog_;
+  asio::steady_timer pump_done_;
+  beast::flat_buffer client_buffer_;
+  beast::flat_buffer upstream_buffer_;
+  std::unique_ptr<char[]> up_buffer_;    // sandbox -> upstream
+  std::unique_ptr<char[]> down_buffer_;  // upstream -> sandbox
+
+  Clock::time_point start_ = Clock::now();
+  Clock::time_point deadline_;
+  const char* expiry_end_ = "header-timeout";
+  bool finished_ = false;
+  bool down_pump_done_ = false;
+  bool connecting_ = false;  // resolving or connecting: a timeout answers 504, keeps the client
+  bool connect_timed_out_ = false;
+  bool responded_ = false;
+
+  std::string host_;
+  std::string address_;
+  std::string upstream_key_;
+  uint16_t port_ = 0;
+  std::string method_;
+  uint64_t bytes_up_ = 0;
+  uint64_t bytes_down_ = 0;
+  uint64_t requests_ = 0;
+  std::string end_ = "closed";
+};
+
+}  // namespace airlock::netproxy::internal
+
+#endif  // AIRLOCK_NETPROXY_INTERNAL_SESSION_H_

@@ -1,0 +1,320 @@
+#include "netproxy/policy.h"
+
+#include <algorithm>
+
+#include "common/status.h"
+#include "fmt/format.h"
+
+namespace airlock::netproxy {
+namespace {
+
+DeniedRange Range(std::string_view text, std::string_view what, bool metadata = false) {
+  absl::StatusOr<Cidr> cidr = Cidr::Parse(text);
+  return DeniedRange{*cidr, text, what, metadata};
+}
+
+std::string Upper(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
+  }
+  return out;
+}
+
+// Dot segments and encoded separators would let "/allowed/../secret" pass a prefix check while
+// the server serves another path; such targets are refused outright for path-restricted hosts.
+bool IsCanonicalPath(std::string_view path) {
+  if (path.empty() || path.front() != '/') return false;
+  if (path.find('\\') != std::string_view::npos) return false;
+  std::string lower(path);
+  for (char& c : lower) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  for (std::string_view bad : {"%2e", "%2f", "%5c", "%00"}) {
+    if (lower.find(bad) != std::string::npos) return false;
+  }
+  size_t start = 1;
+  while (start <= path.size()) {
+    size_t slash = path.find('/', start);
+    std::string_view segment = path.substr(
+        start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
+    if (segment == "." || segment == "..") return false;
+    if (slash == std::string_view::npos) break;
+    start = slash + 1;
+  }
+  return true;
+}
+
+// "/api" matches "/api", "/api/x", not "/apix"; "/api/" matches "/api/x".
+bool PathHasPrefix(std::string_view path, std::string_view prefix) {
+  if (!path.starts_with(prefix)) return false;
+  if (prefix.ends_with('/') || path.size() == prefix.size()) return true;
+  return path[prefix.size()] == '/';
+}
+
+template <typename T, typename Pred>
+bool AllOf(const std::vector<T>& v, Pred pred) {
+  return std::all_of(v.begin(), v.end(), pred);
+}
+
+bool PatternCovered(const HostPattern& p, const std::vector<HostPattern>& by) {
+  return std::any_of(by.begin(), by.end(), [&](const HostPattern& o) { return p.IsCoveredBy(o); });
+}
+
+}  // namespace
+
+std::string_view ProfileName(spec::NetworkProfile profile) {
+  switch (profile) {
+    case spec::NetworkProfile::kNone:
+      return "none";
+    case spec::NetworkProfile::kDependencyEgress:
+      return "dependency-egress";
+    case spec::NetworkProfile::kRepoEgress:
+      return "repo-egress";
+    case spec::NetworkProfile::kRestrictedHttp:
+      return "restricted-http";
+    case spec::NetworkProfile::kOpen:
+      return "open";
+  }
+  return "none";
+}
+
+const std::vector<DeniedRange>& AlwaysDeniedRanges() {
+  // Metadata first so that its rule name wins; the fc00::/7 entry would cover fd00:ec2::254 too.
+  static const std::vector<DeniedRange> kRanges = {
+      Range("169.254.0.0/16", "metadata", true),
+      Range("fd00:ec2::254/128", "metadata", true),
+      Range("0.0.0.0/8", "this-network"),
+      Range("10.0.0.0/8", "private"),
+      Range("100.64.0.0/10", "shared-address-space"),
+      Range("127.0.0.0/8", "loopback"),
+      Range("172.16.0.0/12", "private"),
+      Range("192.168.0.0/16", "private"),
+      Range("224.0.0.0/4", "multicast"),
+      Range("240.0.0.0/4", "reserved"),
+      Range("::1/128", "loopback"),
+      Range("::/96", "unspecified-or-ipv4-compatible"),
+      Range("fc00::/7", "unique-local"),
+      Range("fe80::/10", "link-local"),
+      Range("ff00::/8", "multicast"),
+  };
+  return kRanges;
+}
+
+const std::vector<std::string>& DefaultGitProviderHosts() {
+  static const std::vector<std::string> kHosts = {
+      "github.com",    "codeload.github.com", "gitlab.com",
+      "bitbucket.org", "ssh.dev.azure.com",   "dev.azure.com",
+  };
+  return kHosts;
+}
+
+absl::StatusOr<Policy> Policy::Compile(const spec::Network& network, const OperatorPolicy& op) {
+  Policy p;
+  p.profile_ = network.profile;
+  std::vector<std::string> hosts = network.allow_hosts;
+  if (p.profile_ == spec::NetworkProfile::kRepoEgress) {
+    if (hosts.empty()) hosts.emplace_back(kGitProvidersToken);
+    auto token = std::find(hosts.begin(), hosts.end(), kGitProvidersToken);
+    if (token != hosts.end()) {
+      hosts.erase(token);
+      hosts.insert(hosts.end(), DefaultGitProviderHosts().begin(), DefaultGitProviderHosts().end());
+    }
+  }
+  for (const std::string& h : hosts) {
+    ASSIGN_OR_RETURN(HostPattern pattern, HostPattern::Parse(h), "network.allowHosts");
+    p.allow_.push_back(std::move(pattern));
+  }
+  if (!network.http_rules.empty() && p.profile_ != spec::NetworkProfile::kRestrictedHttp) {
+    return InvalidArgument("network.httpRules: only with the restricted-http profile");
+  }
+  for (const spec::HttpRule& r : network.http_rules) {
+    ASSIGN_OR_RETURN(HostPattern pattern, HostPattern::Parse(r.host), "network.httpRules");
+    Rule rule{std::move(pattern), {}, r.path_prefixes};
+    for (const std::string& m : r.methods) rule.methods.push_back(Upper(m));
+    for (const std::string& prefix : rule.path_prefixes) {
+      if (!IsCanonicalPath(prefix)) {
+        return InvalidArgument(
+            fmt::format("network.httpRules: path prefix \"{}\" is not a canonical path", prefix));
+      }
+    }
+    p.rules_.push_back(std::move(rule));
+  }
+  for (const std::string& c : network.deny_cidrs) {
+    ASSIGN_OR_RETURN(Cidr cidr, Cidr::Parse(c), "network.denyCidrs");
+    p.deny_.push_back(cidr);
+  }
+  for (const std::string& h : op.open_private_hosts) {
+    ASSIGN_OR_RETURN(HostPattern pattern, HostPattern::Parse(h), "operator policy: open host");
+    p.open_private_hosts_.push_back(std::move(pattern));
+  }
+  for (const std::string& c : op.open_private_cidrs) {
+    ASSIGN_OR_RETURN(Cidr cidr, Cidr::Parse(c), "operator policy: open CIDR");
+    for (const DeniedRange& r : AlwaysDeniedRanges()) {
+      if (r.metadata && cidr.Overlaps(r.cidr)) {
+        return InvalidArgument(fmt::format(
+            "operator policy: open CIDR \"{}\" overlaps the metadata range {}, which can never "
+            "be opened",
+            c, r.text));
+      }
+    }
+    p.open_private_cidrs_.push_back(cidr);
+  }
+  return p;
+}
+
+Decision Policy::CheckRequest(const EgressRequest& request) const {
+  switch (profile_) {
+    case spec::NetworkProfile::kNone:
+      return Decision::Block("profile:none");
+    case spec::NetworkProfile::kOpen:
+      return Decision::Allow();
+    case spec::NetworkProfile::kDependencyEgress:
+    case spec::NetworkProfile::kRepoEgress:
+      break;
+    case spec::NetworkProfile::kRestrictedHttp: {
+      bool host_matched = false;
+      bool method_matched = false;
+      for (const Rule& rule : rules_) {
+        if (!rule.host.Matches(request.host, request.port)) continue;
+        host_matched = true;
+        bool unrestricted = rule.methods.empty() && rule.path_prefixes.empty();
+        if (request.kind == RequestKind::kConnect) {
+          // Inside a TLS tunnel neither method nor path can be checked.
+          if (unrestricted) return Decision::Allow();
+          continue;
+        }
+        if (!rule.methods.empty() && std::find(rule.methods.begin(), rule.methods.end(),
+                                               request.method) == rule.methods.end()) {
+          continue;
+        }
+        method_matched = true;
+        if (rule.path_prefixes.empty()) return Decision::Allow();
+        std::string_view path = request.target.substr(0, request.target.find('?'));
+        if (!IsCanonicalPath(path)) continue;
+        for (const std::string& prefix : rule.path_prefixes) {
+          if (PathHasPrefix(path, prefix)) return Decision::Allow();
+        }
+      }
+      for (const HostPattern& pattern : allow_) {
+        if (pattern.Matches(request.host, request.port)) return Decision::Allow();
+      }
+      if (!host_matched) return Decision::Block("not-allowlisted");
+      if (request.kind == RequestKind::kConnect) return Decision::Block("restricted-http:connect");
+      return Decision::Block(method_matched ? "restricted-http:path" : "restricted-http:method");
+    }
+  }
+  for (const HostPattern& pattern : allow_) {
+    if (pattern.Matches(request.host, request.port)) return Decision::Allow();
+  }
+  return Decision::Block("not-allowlisted");
+}
+
+Decision Policy::CheckAddress(const HostName& host, uint16_t port, const IpAddress& address) const {
+  std::vector<IpAddress> views = {address};
+  if (std::optional<IpAddress> embedded = address.EmbeddedV4()) views.push_back(*embedded);
+  for (const IpAddress& a : views) {
+    for (const DeniedRange& r : AlwaysDeniedRanges()) {
+      if (r.metadata && r.cidr.Contains(a)) {
+        return Decision::Block(fmt::format("always-denied:{} ({})", r.text, r.what));
+      }
+    }
+  }
+  for (const IpAddress& a : views) {
+    for (const Cidr& c : deny_) {
+      if (c.Contains(a)) return Decision::Block(fmt::format("deny-cidr:{}", c.ToString()));
+    }
+  }
+  bool host_opened = std::any_of(open_private_hosts_.begin(), open_private_hosts_.end(),
+                                 [&](const HostPattern& p) { return p.Matches(host, port); });
+  for (const IpAddress& a : views) {
+    for (const DeniedRange& r : AlwaysDeniedRanges()) {
+      if (r.metadata || !r.cidr.Contains(a)) continue;
+      bool cidr_opened = std::any_of(open_private_cidrs_.begin(), open_private_cidrs_.end(),
+                                     [&](const Cidr& c) { return c.Contains(a); });
+      if (!host_opened && !cidr_opened) {
+        return Decision::Block(fmt::format("always-denied:{} ({})", r.text, r.what));
+      }
+    }
+  }
+  return Decision::Allow();
+}
+
+bool Policy::RuleCoveredBy(const Rule& rule) const {
+  if (PatternCovered(rule.host, allow_)) return true;
+  return std::any_of(rules_.begin(), rules_.end(), [&](const Rule& old) {
+    if (!rule.host.IsCoveredBy(old.host)) return false;
+    bool methods_ok =
+        old.methods.empty() ||
+        (!rule.methods.empty() && AllOf(rule.methods, [&](const std::string& m) {
+          return std::find(old.methods.begin(), old.methods.end(), m) != old.methods.end();
+        }));
+    bool paths_ok =
+        old.path_prefixes.empty() ||
+        (!rule.path_prefixes.empty() && AllOf(rule.path_prefixes, [&](const std::string& p) {
+          return std::any_of(old.path_prefixes.begin(), old.path_prefixes.end(),
+                             [&](const std::string& o) { return PathHasPrefix(p, o); });
+        }));
+    return methods_ok && paths_ok;
+  });
+}
+
+bool Policy::IsNoLooserThan(const Policy& old) const {
+  using spec::NetworkProfile;
+  if (profile_ == NetworkProfile::kNone) return true;
+  bool deny_kept = AllOf(old.deny_, [&](const Cidr& c) {
+    return std::find(deny_.begin(), deny_.end(), c) != deny_.end();
+  });
+  bool operator_narrowed =
+      AllOf(open_private_cidrs_,
+            [&](const Cidr& c) {
+              return std::find(old.open_private_cidrs_.begin(), old.open_private_cidrs_.end(), c) !=
+                     old.open_private_cidrs_.end();
+            }) &&
+      AllOf(open_private_hosts_,
+            [&](const HostPattern& h) { return PatternCovered(h, old.open_private_hosts_); });
+  if (!deny_kept || !operator_narrowed) return false;
+  switch (old.profile_) {
+    case NetworkProfile::kNone:
+      return false;
+    case NetworkProfile::kOpen:
+      return true;
+    case NetworkProfile::kDependencyEgress:
+    case NetworkProfile::kRepoEgress:
+    case NetworkProfile::kRestrictedHttp: {
+      if (profile_ == NetworkProfile::kOpen) return false;
+      if (!AllOf(allow_, [&](const HostPattern& h) { return PatternCovered(h, old.allow_); })) {
+        return false;
+      }
+      return AllOf(rules_, [&](const Rule& r) { return old.RuleCoveredBy(r); });
+    }
+  }
+  return false;
+}
+
+nlohmann::json Policy::ToJson() const {
+  nlohmann::json j = {{"profile", ProfileName(profile_)}};
+  auto patterns = [](const std::vector<HostPattern>& v) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const HostPattern& p : v) a.push_back(p.ToString());
+    return a;
+  };
+  auto cidrs = [](const std::vector<Cidr>& v) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const Cidr& c : v) a.push_back(c.ToString());
+    return a;
+  };
+  j["allow_hosts"] = patterns(allow_);
+  nlohmann::json rules = nlohmann::json::array();
+  for (const Rule& r : rules_) {
+    rules.push_back(
+        {{"host", r.host.ToString()}, {"methods", r.methods}, {"path_prefixes", r.path_prefixes}});
+  }
+  j["http_rules"] = std::move(rules);
+  j["deny_cidrs"] = cidrs(deny_);
+  j["operator_open_private_hosts"] = patterns(open_private_hosts_);
+  j["operator_open_private_cidrs"] = cidrs(open_private_cidrs_);
+  return j;
+}
+
+}  // namespace airlock::netproxy

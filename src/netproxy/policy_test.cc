@@ -1,0 +1,262 @@
+#include "netproxy/policy.h"
+
+#include "gtest/gtest.h"
+
+namespace airlock::netproxy {
+namespace {
+
+using spec::NetworkProfile;
+
+spec::Network Net(NetworkProfile profile, std::vector<std::string> hosts = {}) {
+  spec::Network n;
+  n.profile = profile;
+  n.allow_hosts = std::move(hosts);
+  return n;
+}
+
+Policy Compile(const spec::Network& n, const OperatorPolicy& op = {}) {
+  absl::StatusOr<Policy> p = Policy::Compile(n, op);
+  EXPECT_TRUE(p.ok()) << p.status();
+  return *std::move(p);
+}
+
+Decision Connect(const Policy& p, std::string_view host, uint16_t port = 443) {
+  return p.CheckRequest({RequestKind::kConnect, *NormalizeHost(host), port, {}, {}});
+}
+
+Decision Http(const Policy& p, std::string_view host, std::string_view method,
+              std::string_view target, uint16_t port = 80) {
+  return p.CheckRequest({RequestKind::kHttp, *NormalizeHost(host), port, method, target});
+}
+
+Decision Addr(const Policy& p, std::string_view address, std::string_view host = "example.com") {
+  return p.CheckAddress(*NormalizeHost(host), 443, *IpAddress::Parse(address));
+}
+
+const NetworkProfile kAllProfiles[] = {NetworkProfile::kNone, NetworkProfile::kDependencyEgress,
+                                       NetworkProfile::kRepoEgress, NetworkProfile::kRestrictedHttp,
+                                       NetworkProfile::kOpen};
+
+TEST(PolicyTest, NoneBlocksEverythingBeforeResolving) {
+  Policy p = Compile(Net(NetworkProfile::kNone, {"example.com"}));
+  EXPECT_EQ(Connect(p, "example.com").rule, "profile:none");
+  EXPECT_FALSE(Http(p, "example.com", "GET", "/").allowed);
+}
+
+TEST(PolicyTest, OpenAllowsAnyPublicHostAndPort) {
+  Policy p = Compile(Net(NetworkProfile::kOpen));
+  EXPECT_TRUE(Connect(p, "anything.example", 8443).allowed);
+  EXPECT_TRUE(Addr(p, "192.0.2.10").allowed);
+  EXPECT_TRUE(Addr(p, "2001:db8::1").allowed);
+}
+
+TEST(PolicyTest, DependencyEgressUsesTheAllowlist) {
+  Policy p = Compile(
+      Net(NetworkProfile::kDependencyEgress, {"registry.npmjs.org", "*.pythonhosted.org:443"}));
+  EXPECT_TRUE(Connect(p, "registry.npmjs.org").allowed);
+  EXPECT_TRUE(Http(p, "Registry.Npmjs.Org.", "GET", "/x").allowed);
+  EXPECT_TRUE(Connect(p, "files.pythonhosted.org").allowed);
+  EXPECT_EQ(Http(p, "files.pythonhosted.org", "GET", "/").rule, "not-allowlisted");  // port 80
+  EXPECT_EQ(Connect(p, "evil.example").rule, "not-allowlisted");
+  EXPECT_EQ(Connect(p, "registry.npmjs.org", 22).rule, "not-allowlisted");
+  EXPECT_FALSE(Connect(Compile(Net(NetworkProfile::kDependencyEgress)), "a.example").allowed);
+}
+
+TEST(PolicyTest, RepoEgressDefaultsToGitProvidersAndSpecNarrowsOrExtends) {
+  Policy defaults = Compile(Net(NetworkProfile::kRepoEgress));
+  EXPECT_TRUE(Connect(defaults, "github.com").allowed);
+  EXPECT_TRUE(Connect(defaults, "gitlab.com").allowed);
+  EXPECT_FALSE(Connect(defaults, "registry.npmjs.org").allowed);
+
+  Policy narrowed = Compile(Net(NetworkProfile::kRepoEgress, {"github.com"}));
+  EXPECT_TRUE(Connect(narrowed, "github.com").allowed);
+  EXPECT_FALSE(Connect(narrowed, "gitlab.com").allowed);
+
+  Policy extended =
+      Compile(Net(NetworkProfile::kRepoEgress, {"@git-providers", "git.example.org"}));
+  EXPECT_TRUE(Connect(extended, "gitlab.com").allowed);
+  EXPECT_TRUE(Connect(extended, "git.example.org").allowed);
+}
+
+spec::Network RestrictedNet() {
+  spec::Network n = Net(NetworkProfile::kRestrictedHttp, {"free.example"});
+  n.http_rules = {{"api.example", {"get", "HEAD"}, {"/v1/"}},
+                  {"open-rule.example", {}, {}},
+                  {"*.cdn.example:8080", {"GET"}, {}}};
+  return n;
+}
+
+TEST(PolicyTest, RestrictedHttpChecksMethodAndPathOfPlainHttp) {
+  Policy p = Compile(RestrictedNet());
+  EXPECT_TRUE(Http(p, "api.example", "GET", "/v1/items?x=1").allowed);
+  EXPECT_TRUE(Http(p, "api.example", "HEAD", "/v1/").allowed);
+  EXPECT_EQ(Http(p, "api.example", "POST", "/v1/items").rule, "restricted-http:method");
+  EXPECT_EQ(Http(p, "api.example", "GET", "/v2/items").rule, "restricted-http:path");
+  EXPECT_EQ(Http(p, "api.example", "GET", "/v1/../admin").rule, "restricted-http:path");
+  EXPECT_EQ(Http(p, "api.example", "GET", "/v1/%2e%2e/admin").rule, "restricted-http:path");
+  EXPECT_EQ(Http(p, "api.example", "GET", "/v1/..%2fadmin").rule, "restricted-http:path");
+  EXPECT_TRUE(Http(p, "x.cdn.example", "GET", "/anything", 8080).allowed);
+  EXPECT_EQ(Http(p, "x.cdn.example", "GET", "/anything", 80).rule, "not-allowlisted");
+  EXPECT_TRUE(Http(p, "free.example", "DELETE", "/x").allowed);
+  EXPECT_TRUE(Http(p, "open-rule.example", "PUT", "/x").allowed);
+  EXPECT_EQ(Http(p, "other.example", "GET", "/").rule, "not-allowlisted");
+}
+
+TEST(PolicyTest, RestrictedHttpRefusesConnectToHostsWithMethodOrPathRules) {
+  Policy p = Compile(RestrictedNet());
+  EXPECT_EQ(Connect(p, "api.example").rule, "restricted-http:connect");
+  EXPECT_EQ(Connect(p, "x.cdn.example", 8080).rule, "restricted-http:connect");
+  EXPECT_TRUE(Connect(p, "open-rule.example").allowed);
+  EXPECT_TRUE(Connect(p, "free.example").allowed);
+}
+
+TEST(PolicyTest, HttpRulesOnlyInRestrictedHttp) {
+  spec::Network n = RestrictedNet();
+  n.profile = NetworkProfile::kOpen;
+  EXPECT_FALSE(Policy::Compile(n).ok());
+}
+
+TEST(PolicyTest, EveryAlwaysDeniedRangeIsDeniedInEveryProfile) {
+  const char* kSamples[] = {
+      "169.254.169.254", "169.254.0.1", "fd00:ec2::254", "127.0.0.1", "127.255.0.9", "::1",
+      "10.0.0.1", "10.255.255.255", "172.16.0.1", "172.31.255.1", "192.168.1.1", "100.64.0.1",
+      "100.127.255.1", "fc00::1", "fd12:3456::1", "fe80::1", "febf::1", "0.0.0.0", "0.1.2.3",
+      "224.0.0.1", "239.255.255.250", "ff02::1", "::", "255.255.255.255",
+      // The same destinations in IPv6 clothing.
+      "::ffff:169.254.169.254", "::ffff:127.0.0.1", "::ffff:10.0.0.1", "64:ff9b::a9fe:a9fe",
+      "64:ff9b::7f00:1", "2002:a9fe:a9fe::1", "2002:c0a8:0101::1", "::127.0.0.1"};
+  for (NetworkProfile profile : kAllProfiles) {
+    Policy p = Compile(Net(profile, {"example.com"}));
+    for (const char* address : kSamples) {
+      Decision d = Addr(p, address);
+      EXPECT_FALSE(d.allowed) << ProfileName(profile) << " " << address;
+      EXPECT_TRUE(d.rule.starts_with("always-denied:")) << address << " " << d.rule;
+    }
+  }
+}
+
+TEST(PolicyTest, EveryListedRangeHasASampleThatIsDenied) {
+  Policy p = Compile(Net(NetworkProfile::kOpen));
+  for (const DeniedRange& r : AlwaysDeniedRanges()) {
+    IpAddress base = *IpAddress::Parse(r.text.substr(0, r.text.find('/')));
+    Decision d = p.CheckAddress(*NormalizeHost("example.com"), 443, base);
+    EXPECT_FALSE(d.allowed) << r.text;
+  }
+  // Public neighbours of the denied ranges stay reachable.
+  for (const char* ok :
+       {"169.253.255.255", "169.255.0.0", "11.0.0.0", "9.255.255.255", "172.15.255.255",
+        "172.32.0.0", "192.167.255.255", "192.169.0.0", "100.63.255.255", "100.128.0.0", "1.0.0.0",
+        "223.255.255.255", "192.0.2.1", "198.51.100.7", "203.0.113.9", "2001:db8::1", "fe00::1"}) {
+    EXPECT_TRUE(Addr(p, ok).allowed) << ok;
+  }
+}
+
+TEST(PolicyTest, MetadataNamesTheMetadataRule) {
+  Policy p = Compile(Net(NetworkProfile::kOpen));
+  EXPECT_EQ(Addr(p, "169.254.169.254").rule, "always-denied:169.254.0.0/16 (metadata)");
+  EXPECT_EQ(Addr(p, "fd00:ec2::254").rule, "always-denied:fd00:ec2::254/128 (metadata)");
+  EXPECT_EQ(Addr(p, "::ffff:169.254.169.254").rule, "always-denied:169.254.0.0/16 (metadata)");
+  EXPECT_EQ(Addr(p, "10.1.1.1").rule, "always-denied:10.0.0.0/8 (private)");
+}
+
+TEST(PolicyTest, SpecDenyCidrsApplyEvenInOpen) {
+  spec::Network n = Net(NetworkProfile::kOpen);
+  n.deny_cidrs = {"203.0.113.0/24", "2001:db8:bad::/48"};
+  Policy p = Compile(n);
+  EXPECT_EQ(Addr(p, "203.0.113.5").rule, "deny-cidr:203.0.113.0/24");
+  EXPECT_EQ(Addr(p, "::ffff:203.0.113.5").rule, "deny-cidr:203.0.113.0/24");
+  EXPECT_FALSE(Addr(p, "2001:db8:bad::1").allowed);
+  EXPECT_TRUE(Addr(p, "198.51.100.5").allowed);
+  n.deny_cidrs = {"not-a-cidr"};
+  EXPECT_FALSE(Policy::Compile(n).ok());
+}
+
+TEST(PolicyTest, OperatorPolicyOpensNamedPrivateDestinations) {
+  OperatorPolicy op;
+  op.open_private_cidrs = {"100.64.7.0/24"};
+  op.open_private_hosts = {"npm.internal"};
+  Policy p =
+      Compile(Net(NetworkProfile::kDependencyEgress, {"npm.internal", "mirror.example"}), op);
+  EXPECT_TRUE(Addr(p, "100.64.7.10", "mirror.example").allowed);
+  EXPECT_FALSE(Addr(p, "100.64.8.10", "mirror.example").allowed);
+  EXPECT_TRUE(Addr(p, "10.9.9.9", "npm.internal").allowed);
+  EXPECT_FALSE(Addr(p, "10.9.9.9", "mirror.example").allowed);
+  // Opening a destination never adds a host to the profile's allowlist.
+  EXPECT_FALSE(Connect(p, "other.internal").allowed);
+  // Spec denyCidrs still win over the operator.
+  spec::Network n = Net(NetworkProfile::kOpen);
+  n.deny_cidrs = {"100.64.7.10/32"};
+  EXPECT_EQ(Addr(Compile(n, op), "100.64.7.10").rule, "deny-cidr:100.64.7.10/32");
+}
+
+TEST(PolicyTest, OperatorPolicyCannotOpenMetadata) {
+  for (const char* cidr : {"169.254.0.0/16", "169.254.169.254/32", "169.254.0.0/15", "0.0.0.0/0",
+                           "::/0", "fd00:ec2::/32", "fd00:ec2::254", "::ffff:169.254.0.0/112"}) {
+    OperatorPolicy op;
+    op.open_private_cidrs = {cidr};
+    absl::StatusOr<Policy> p = Policy::Compile(Net(NetworkProfile::kOpen), op);
+    EXPECT_FALSE(p.ok()) << cidr;
+  }
+  // Even a host the operator opened by name is refused when it resolves to metadata.
+  OperatorPolicy op;
+  op.open_private_hosts = {"metadata.internal", "*.internal"};
+  Policy p = Compile(Net(NetworkProfile::kOpen), op);
+  EXPECT_EQ(Addr(p, "169.254.169.254", "metadata.internal").rule,
+            "always-denied:169.254.0.0/16 (metadata)");
+  EXPECT_FALSE(Addr(p, "fd00:ec2::254", "x.internal").allowed);
+  EXPECT_FALSE(Addr(p, "64:ff9b::a9fe:a9fe", "x.internal").allowed);
+}
+
+TEST(PolicyTest, RebindingNameIsCheckedOnEveryAddress) {
+  // A name resolving to a public and to a metadata address: the proxy checks each one, so only
+  // the public address is ever connected to.
+  Policy p = Compile(Net(NetworkProfile::kDependencyEgress, {"rebind.example"}));
+  ASSERT_TRUE(Connect(p, "rebind.example").allowed);
+  EXPECT_TRUE(Addr(p, "198.51.100.20", "rebind.example").allowed);
+  EXPECT_FALSE(Addr(p, "169.254.169.254", "rebind.example").allowed);
+  EXPECT_FALSE(Addr(p, "::ffff:127.0.0.1", "rebind.example").allowed);
+}
+
+TEST(PolicyTest, TightenOnlyDetection) {
+  auto P = [](NetworkProfile profile, std::vector<std::string> hosts) {
+    return Compile(Net(profile, std::move(hosts)));
+  };
+  Policy broad = P(NetworkProfile::kDependencyEgress, {"*.example.com", "registry.npmjs.org"});
+  Policy narrow = P(NetworkProfile::kDependencyEgress, {"a.example.com"});
+  EXPECT_TRUE(narrow.IsNoLooserThan(broad));
+  EXPECT_FALSE(broad.IsNoLooserThan(narrow));
+  EXPECT_TRUE(P(NetworkProfile::kNone, {}).IsNoLooserThan(broad));
+  EXPECT_FALSE(P(NetworkProfile::kOpen, {}).IsNoLooserThan(broad));
+  EXPECT_TRUE(broad.IsNoLooserThan(P(NetworkProfile::kOpen, {})));
+  EXPECT_FALSE(broad.IsNoLooserThan(P(NetworkProfile::kNone, {})));
+
+  spec::Network with_deny = Net(NetworkProfile::kOpen);
+  with_deny.deny_cidrs = {"203.0.113.0/24"};
+  EXPECT_TRUE(Compile(with_deny).IsNoLooserThan(P(NetworkProfile::kOpen, {})));
+  EXPECT_FALSE(P(NetworkProfile::kOpen, {}).IsNoLooserThan(Compile(with_deny)));
+
+  OperatorPolicy op;
+  op.open_private_cidrs = {"100.64.7.0/24"};
+  Policy opened = Compile(Net(NetworkProfile::kOpen), op);
+  EXPECT_FALSE(opened.IsNoLooserThan(P(NetworkProfile::kOpen, {})));
+  EXPECT_TRUE(P(NetworkProfile::kOpen, {}).IsNoLooserThan(opened));
+
+  Policy restricted = Compile(RestrictedNet());
+  spec::Network fewer = RestrictedNet();
+  fewer.http_rules[0].methods = {"GET"};
+  fewer.http_rules[0].path_prefixes = {"/v1/items"};
+  EXPECT_TRUE(Compile(fewer).IsNoLooserThan(restricted));
+  spec::Network more = RestrictedNet();
+  more.http_rules[0].methods = {};
+  EXPECT_FALSE(Compile(more).IsNoLooserThan(restricted));
+}
+
+TEST(PolicyTest, ToJsonDescribesThePolicy) {
+  nlohmann::json j = Compile(RestrictedNet()).ToJson();
+  EXPECT_EQ(j["profile"], "restricted-http");
+  EXPECT_EQ(j["allow_hosts"][0], "free.example");
+  EXPECT_EQ(j["http_rules"][0]["methods"][0], "GET");
+}
+
+}  // namespace
+}  // namespace airlock::netproxy
