@@ -18,6 +18,8 @@
 #include "engine/cgroup.h"
 #include "engine/native_sandbox.h"
 #include "fmt/format.h"
+#include "netproxy/egress_proxy.h"
+#include "netproxy/events.h"
 #include "spec/parse.h"
 
 namespace airlock::cli {
@@ -32,8 +34,34 @@ struct RunFlags {
   std::vector<std::string> secret_files;
   std::string log_dir;
   std::string tools_dir;
+  std::string operator_policy;
   std::vector<std::string> argv;
 };
+
+// The operator's policy file: {"openPrivateHosts": [...], "openPrivateCidrs": [...]}.
+absl::StatusOr<netproxy::OperatorPolicy> LoadOperatorPolicy(const std::string& path) {
+  netproxy::OperatorPolicy op;
+  if (path.empty()) return op;
+  ASSIGN_OR_RETURN(std::string text, ReadFile(path, 1 << 20), fmt::format("--operator-policy {}", path));
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_object()) return InvalidArgument(fmt::format("--operator-policy {}: not a JSON object", path));
+  for (const auto& [key, value] : j.items()) {
+    std::vector<std::string>* target = key == "openPrivateHosts"   ? &op.open_private_hosts
+                                       : key == "openPrivateCidrs" ? &op.open_private_cidrs
+                                                                   : nullptr;
+    if (target == nullptr) {
+      return InvalidArgument(fmt::format("--operator-policy {}: unknown field \"{}\"", path, key));
+    }
+    if (!value.is_array()) {
+      return InvalidArgument(fmt::format("--operator-policy {}: {} must be a list", path, key));
+    }
+    for (const auto& v : value) {
+      if (!v.is_string()) return InvalidArgument(fmt::format("--operator-policy {}: {} must hold strings", path, key));
+      target->push_back(v.get<std::string>());
+    }
+  }
+  return op;
+}
 
 std::string DefaultLogDir() {
   if (const char* dir = std::getenv("AIRLOCK_STATE_DIR"); dir != nullptr && *dir) {
@@ -133,8 +161,24 @@ int Run(const RunFlags& f) {
   auto cgroups = engine::CgroupDriver::Detect(cg_options);
   if (!cgroups.ok()) return fail(kExitSandboxError, Annotate(cgroups.status(), "cgroups"));
 
+  absl::StatusOr<netproxy::OperatorPolicy> op = LoadOperatorPolicy(f.operator_policy);
+  if (!op.ok()) return fail(kExitUsage, op.status());
+  // A network profile other than none gets an egress proxy in this process for the run.
+  netproxy::BlockedEventLog blocked;
+  std::unique_ptr<netproxy::EgressProxy> proxy;
+  if (spec->network.profile != spec::NetworkProfile::kNone) {
+    netproxy::EgressProxy::Options proxy_options;
+    proxy_options.on_event = blocked.Callback();
+    auto started = netproxy::EgressProxy::Start(std::move(proxy_options));
+    if (!started.ok()) return fail(kExitSandboxError, Annotate(started.status(), "egress proxy"));
+    proxy = *std::move(started);
+  }
+
   engine::SandboxOptions options;
   options.spec = *std::move(spec);
+  options.egress.proxy = proxy.get();
+  options.egress.blocked = &blocked;
+  options.egress.operator_policy = *std::move(op);
   options.tools_dir = f.tools_dir;
   options.cgroups = cgroups->get();
   options.allow_degraded = f.allow_degraded;
@@ -179,6 +223,9 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   run->add_option("--secret-file", flags->secret_files, "Redact the contents of this file");
   run->add_option("--log-dir", flags->log_dir, "Where raw logs are kept");
   run->add_option("--tools-dir", flags->tools_dir, "Directory holding airlock-init");
+  run->add_option("--operator-policy", flags->operator_policy,
+                  "JSON file of private hosts/CIDRs the operator opens to the egress proxy "
+                  "(never the metadata ranges)");
   run->add_option("argv", flags->argv, "The command and its arguments (after --)")->required();
   run->callback([flags, exit_code] { *exit_code = Run(*flags); });
 }

@@ -12,12 +12,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 #include <cerrno>
 #include <climits>
 #include <cstring>
 
 #include "command/capture.h"
 #include "command/finish.h"
+#include "command/report.h"
 #include "common/files.h"
 #include "common/logging.h"
 #include "common/status.h"
@@ -28,6 +30,7 @@
 #include "engine/internal/syscalls.h"
 #include "fmt/format.h"
 #include "init/protocol.h"
+#include "netproxy/network_required.h"
 #include "spec/parse.h"
 
 namespace airlock::engine {
@@ -61,12 +64,6 @@ absl::Status CheckSpecSupported(const spec::SandboxSpec& s) {
     return FailedPrecondition(
         "process.supervisor and process.syscalls need the syscall supervisor, which this build "
         "does not provide yet");
-  }
-  if (s.network.profile != spec::NetworkProfile::kNone) {
-    return FailedPrecondition(fmt::format(
-        "network profile {} needs the egress proxy, which this build does not provide yet; only "
-        "\"none\" is available",
-        spec::ToString(s.network.profile)));
   }
   if (!s.process.capabilities.empty()) {
     return FailedPrecondition("process.capabilities: sandboxed commands never keep capabilities");
@@ -181,7 +178,10 @@ absl::Status WriteIdMaps(pid_t pid, int pidfd, uid_t uid, gid_t gid, uid_t host_
   return absl::OkStatus();
 }
 
-std::vector<std::string> CommandEnv(const spec::SandboxSpec& s, const CommandSpec& c) {
+// The environment of a command: the minimal set, the spec's, the command's; with an egress
+// proxy (proxy_port != 0), the proxy variables every common tool reads.
+std::vector<std::string> CommandEnv(const spec::SandboxSpec& s, const CommandSpec& c,
+                                    uint16_t proxy_port) {
   std::map<std::string, std::string> env = {
       {"HOME", "/sandbox/home"},
       {"TMPDIR", "/sandbox/tmp"},
@@ -190,6 +190,13 @@ std::vector<std::string> CommandEnv(const spec::SandboxSpec& s, const CommandSpe
       {"AGENT_SANDBOX", "true"},
       {"LANG", "C.UTF-8"},
   };
+  if (proxy_port != 0) {
+    std::string url = fmt::format("http://127.0.0.1:{}", proxy_port);
+    for (const char* var : {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"}) {
+      env[var] = url;
+    }
+    env["NO_PROXY"] = env["no_proxy"] = "localhost,127.0.0.1";
+  }
   for (const auto& [k, v] : s.env) env[k] = v;
   for (const auto& [k, v] : c.env) env[k] = v;
   std::vector<std::string> out;
@@ -267,6 +274,19 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
   auto t0 = Clock::now();
   if (options.cgroups == nullptr) return InvalidArgument("sandbox options: no cgroup driver");
   RETURN_IF_ERROR(CheckSpecSupported(options.spec));
+  const bool wants_egress = options.spec.network.profile != spec::NetworkProfile::kNone;
+  std::optional<netproxy::Policy> policy;
+  if (wants_egress) {
+    if (options.egress.proxy == nullptr) {
+      return FailedPrecondition(fmt::format(
+          "network profile {} needs an egress proxy; the caller provided none (airlock run starts "
+          "one; library callers set SandboxOptions::egress)",
+          spec::ToString(options.spec.network.profile)));
+    }
+    ASSIGN_OR_RETURN(policy,
+                     netproxy::Policy::Compile(options.spec.network, options.egress.operator_policy),
+                     "network policy");
+  }
   ASSIGN_OR_RETURN(std::vector<std::string> degraded,
                    CheckHost(options.spec, *options.cgroups, options.allow_degraded));
   if (options.tools_dir.empty()) options.tools_dir = DefaultToolsDir();
@@ -312,6 +332,15 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
   in.spec_json = spec::ToJson(s).dump(2);
   RETURN_IF_ERROR(MakeDirs(sb->run_dir_ + "/root", 0755));
   RETURN_IF_ERROR(MakeDirs(sb->log_dir_, 0700));
+  if (wants_egress) {
+    // The proxy's socket for this sandbox, bound into it at /run/egress.sock; the run directory
+    // (mode 0700) keeps it out of reach of everything else on the host.
+    in.egress_socket = sb->run_dir_ + "/egress.sock";
+    RETURN_IF_ERROR(sb->options_.egress.proxy->AddSandbox(sb->id_, *std::move(policy),
+                                                          in.egress_socket),
+                    "egress proxy");
+    sb->egress_active_ = true;
+  }
   ASSIGN_OR_RETURN(setup.plan, internal::BuildPlan(in, &setup.owned_fds), "plan sandbox mounts");
 
   ASSIGN_OR_RETURN(sb->cgroup_, sb->options_.cgroups->Create(sb->id_.value()), "create cgroup");
@@ -327,6 +356,9 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
   RETURN_IF_ERROR(sb->Start(setup), fmt::format("start sandbox {}", sb->id_.value()));
   RETURN_IF_ERROR(sb->WaitReady(milliseconds(10000)),
                   fmt::format("start sandbox {}", sb->id_.value()));
+  if (sb->egress_active_) {
+    RETURN_IF_ERROR(sb->StartForwarder(), fmt::format("start sandbox {}", sb->id_.value()));
+  }
   Log().Info("sandbox started", {{"sandbox", sb->id_.value()},
                                  {"init_pid", static_cast<int64_t>(sb->init_pid_)},
                                  {"level", static_cast<int>(s.level)}});
@@ -419,6 +451,88 @@ absl::Status NativeSandbox::WaitReady(milliseconds timeout) {
   return absl::OkStatus();
 }
 
+absl::Status NativeSandbox::StartForwarder() {
+  // airlock-forwarder listens on the sandbox's loopback and hands each connection to the proxy
+  // socket. It lives in its own cgroup so that killing a command's tree leaves it alone, and
+  // says "ready" on its stdout once it listens.
+  ASSIGN_OR_RETURN(std::unique_ptr<Cgroup> cg, cgroup_->CreateChild("egress"),
+                   "create forwarder cgroup");
+  int ready[2];
+  if (::pipe2(ready, O_CLOEXEC) != 0) return ErrnoStatus(errno, "pipe");
+  UniqueFd ready_r(ready[0]);
+  UniqueFd stdio[3] = {UniqueFd(::open("/dev/null", O_RDONLY | O_CLOEXEC)), UniqueFd(ready[1]),
+                       UniqueFd(::open("/dev/null", O_WRONLY | O_CLOEXEC))};
+  init::SpawnRequest req;
+  req.id = 0;
+  req.argv = {"/sandbox/tools/airlock-forwarder", "--listen",
+              fmt::format("127.0.0.1:{}", options_.egress.port), "--socket", "/run/egress.sock",
+              "--ready-fd", "1"};
+  req.cwd = "/";
+  req.rlimits = CommandRlimits(options_.spec);
+  req.seccomp_filter = seccomp_filter_;
+  ASSIGN_OR_RETURN(forwarder_pid_, Spawn(req, stdio, *cg), "start airlock-forwarder");
+  struct pollfd p = {ready_r.get(), POLLIN, 0};
+  char buf[16] = {};
+  if (::poll(&p, 1, 5000) != 1 || ::read(ready_r.get(), buf, sizeof(buf) - 1) <= 0 ||
+      std::string_view(buf).substr(0, 5) != "ready") {
+    return Internal("airlock-forwarder did not start listening within 5 s");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NativeSandbox::UpdateNetworkPolicy(const spec::Network& network,
+                                                netproxy::PolicyAuthority authority) {
+  if (!egress_active_) {
+    return FailedPrecondition(
+        "this sandbox has no egress path (profile none); its network cannot be opened later");
+  }
+  ASSIGN_OR_RETURN(netproxy::Policy policy,
+                   netproxy::Policy::Compile(network, options_.egress.operator_policy),
+                   "network policy");
+  RETURN_IF_ERROR(options_.egress.proxy->UpdatePolicy(id_, std::move(policy), authority));
+  options_.spec.network = network;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<pid_t> NativeSandbox::Spawn(const init::SpawnRequest& req, UniqueFd (&stdio)[3],
+                                           Cgroup& cgroup) {
+  int fds_out[3] = {stdio[0].get(), stdio[1].get(), stdio[2].get()};
+  if (int e = init::SendMessage(control_.get(), init::MessageType::kSpawn, init::EncodeSpawn(req),
+                                fds_out, 3);
+      e != 0) {
+    return ErrnoStatus(e, "send spawn request to airlock-init");
+  }
+  for (UniqueFd& fd : stdio) fd.Reset();
+
+  // The reply carries a pidfd of the new process; it waits until we have put it in its cgroup.
+  init::MessageType type;
+  std::string payload;
+  int fds[init::kMaxFds];
+  int nfds = 0;
+  if (int e = init::ReceiveMessage(control_.get(), &type, &payload, fds, &nfds); e != 0) {
+    return ErrnoStatus(e < 0 ? EPIPE : e, "airlock-init");
+  }
+  std::vector<UniqueFd> received;
+  for (int i = 0; i < nfds; ++i) received.emplace_back(fds[i]);
+  init::Reader reply(payload);
+  reply.U64();
+  int spawn_errno = reply.I32();
+  pid_t ns_pid = reply.I32();
+  if (type != init::MessageType::kSpawned || !reply.done()) {
+    return Internal("airlock-init sent an unexpected reply to a spawn request");
+  }
+  if (spawn_errno != 0) return ErrnoStatus(spawn_errno, "airlock-init could not fork");
+  if (received.size() != 1) return Internal("airlock-init sent no pidfd");
+  ASSIGN_OR_RETURN(pid_t host_pid, PidFromPidfd(received[0].get()), "locate the new process");
+  RETURN_IF_ERROR(cgroup.AddProcess(host_pid), "place the new process in its cgroup");
+  init::Writer start;
+  start.I32(ns_pid);
+  if (int e = init::SendMessage(control_.get(), init::MessageType::kStart, start.data()); e != 0) {
+    return ErrnoStatus(e, "release the new process");
+  }
+  return ns_pid;
+}
+
 absl::StatusOr<CommandResult> NativeSandbox::Exec(const CommandSpec& command,
                                                   const ExecOptions& options) {
   if (destroyed_) return FailedPrecondition("sandbox was destroyed");
@@ -440,7 +554,7 @@ absl::StatusOr<CommandResult> NativeSandbox::Exec(const CommandSpec& command,
   if (!Allowed(degraded_, "cgroup-pids")) limits.pids_max = s.process.pids_limit;
   RETURN_IF_ERROR(cg->SetLimits(limits), "set command cgroup limits");
 
-  int out[2], err[2], in[2] = {-1, -1};
+  int out[2], err[2], in[2] = {-1, -1};  // NOLINT
   if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) return ErrnoStatus(errno, "pipe");
   UniqueFd out_r(out[0]), out_w(out[1]), err_r(err[0]), err_w(err[1]);
   UniqueFd in_r, in_w;
@@ -462,47 +576,14 @@ absl::StatusOr<CommandResult> NativeSandbox::Exec(const CommandSpec& command,
   init::SpawnRequest req;
   req.id = static_cast<uint64_t>(next_command_);
   req.argv = command.argv;
-  req.env = CommandEnv(s, command);
+  req.env = CommandEnv(s, command, egress_active_ ? options_.egress.port : 0);
   req.cwd = command.workdir.empty() ? s.workdir : command.workdir;
   req.rlimits = CommandRlimits(s);
   req.seccomp_filter = seccomp_filter_;
-  int stdio[3] = {in_r.get(), out_w.get(), err_w.get()};
-  if (int e = init::SendMessage(control_.get(), init::MessageType::kSpawn, init::EncodeSpawn(req),
-                                stdio, 3);
-      e != 0) {
-    return ErrnoStatus(e, "send spawn request to airlock-init");
-  }
-  in_r.Reset();
-  out_w.Reset();
-  err_w.Reset();
-
-  // The reply carries a pidfd of the new process; it waits until we have put it in its cgroup.
-  init::MessageType type;
-  std::string payload;
-  int fds[init::kMaxFds];
-  int nfds = 0;
-  if (int e = init::ReceiveMessage(control_.get(), &type, &payload, fds, &nfds); e != 0) {
-    return ErrnoStatus(e < 0 ? EPIPE : e, "airlock-init");
-  }
-  std::vector<UniqueFd> received;
-  for (int i = 0; i < nfds; ++i) received.emplace_back(fds[i]);
-  init::Reader reply(payload);
-  reply.U64();
-  int spawn_errno = reply.I32();
-  pid_t ns_pid = reply.I32();
-  if (type != init::MessageType::kSpawned || !reply.done()) {
-    return Internal("airlock-init sent an unexpected reply to a spawn request");
-  }
-  if (spawn_errno != 0) return ErrnoStatus(spawn_errno, "airlock-init could not fork");
-  if (received.size() != 1) return Internal("airlock-init sent no pidfd");
-  UniqueFd pidfd = std::move(received[0]);
-  ASSIGN_OR_RETURN(pid_t host_pid, PidFromPidfd(pidfd.get()), "locate command process");
-  RETURN_IF_ERROR(cg->AddProcess(host_pid), "place command in its cgroup");
-  init::Writer start;
-  start.I32(ns_pid);
-  if (int e = init::SendMessage(control_.get(), init::MessageType::kStart, start.data()); e != 0) {
-    return ErrnoStatus(e, "start command");
-  }
+  UniqueFd stdio[3] = {std::move(in_r), std::move(out_w), std::move(err_w)};
+  uint64_t egress_mark =
+      egress_active_ && options_.egress.blocked ? options_.egress.blocked->Mark(id_) : 0;
+  ASSIGN_OR_RETURN(pid_t ns_pid, Spawn(req, stdio, *cg), "start command");
   timings_.spawn = Since(t0);
 
   // Output goes to a private file first; the kept log is written redacted when the command ends.
@@ -529,6 +610,10 @@ absl::StatusOr<CommandResult> NativeSandbox::Exec(const CommandSpec& command,
     }
   };
 
+  init::MessageType type;
+  std::string payload;
+  int fds[init::kMaxFds];
+  int nfds = 0;
   for (;;) {
     if (exited && (out_eof || !out_r) && (err_eof || !err_r)) break;
     if (exited && !tree_killed && !options.keep_background) kill_tree();
@@ -636,10 +721,27 @@ absl::StatusOr<CommandResult> NativeSandbox::Exec(const CommandSpec& command,
     result.violations.push_back({"seccomp", "the command was killed for a forbidden system call",
                                  {{"signal", "SIGSYS"}}});
   }
+  std::optional<netproxy::NetworkRequired> network_required;
+  if (egress_active_ && options_.egress.blocked != nullptr) {
+    std::vector<netproxy::BlockedNetworkEgress> blocked =
+        options_.egress.blocked->Since(id_, egress_mark);
+    constexpr size_t kMaxNetworkViolations = 64;
+    for (size_t i = 0; i < blocked.size() && i < kMaxNetworkViolations; ++i) {
+      result.violations.push_back(netproxy::ToViolation(blocked[i]));
+    }
+    network_required = netproxy::DetectNetworkRequired(result.classification, blocked);
+    if (network_required) result.classification = Classification::kNetworkRequired;
+  }
   raw.Reset();
   RETURN_IF_ERROR(FinishOutput(command, redactor, capture, raw_path,
                                fmt::format("{}/{}.log", log_dir_, result.command_id.value()),
                                &result));
+  if (network_required) {
+    // The refused host leads the key lines and names the failure; the report is redone with it.
+    netproxy::ApplyNetworkRequired(*network_required, result);
+    result.failure_detail = fmt::format("{}:{}", network_required->host, network_required->port);
+    result.report = RenderReport(command, result);
+  }
   timings_.finish = Since(t_finish);
   return result;
 }
@@ -659,6 +761,11 @@ absl::Status NativeSandbox::Destroy() {
     init_pid_ = -1;
   }
   init_pidfd_.Reset();
+  if (egress_active_) {
+    status.Update(Annotate(options_.egress.proxy->RemoveSandbox(id_), "egress proxy"));
+    if (options_.egress.blocked != nullptr) options_.egress.blocked->Forget(id_);
+    egress_active_ = false;
+  }
   if (cgroup_) status.Update(Annotate(cgroup_->Destroy(), "remove cgroup"));
   if (!run_dir_.empty()) status.Update(Annotate(RemoveTree(run_dir_), "remove run directory"));
   timings_.destroy = Since(t0);

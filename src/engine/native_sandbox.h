@@ -28,6 +28,10 @@
 #include "common/ids.h"
 #include "common/unique_fd.h"
 #include "engine/cgroup.h"
+#include "init/protocol.h"
+#include "netproxy/egress_proxy.h"
+#include "netproxy/events.h"
+#include "netproxy/policy.h"
 #include "spec/sandbox_spec.h"
 
 namespace airlock::engine {
@@ -35,6 +39,17 @@ namespace airlock::engine {
 // Protections a caller may allow to be missing, by name. Anything else missing is an error.
 inline constexpr const char* kDegradableProtections[] = {
     "landlock", "cgroup-memory", "cgroup-pids", "cgroup-cpu", "swap-accounting",
+};
+
+// The only way out of a sandbox whose network profile is not "none": a netproxy::EgressProxy
+// serving it on a unix socket bound into the sandbox at /run/egress.sock, and airlock-forwarder
+// (started by the engine inside the sandbox) listening on 127.0.0.1:port. Commands get
+// HTTP(S)_PROXY pointing there; nothing else leaves the sandbox's network namespace.
+struct EgressOptions {
+  netproxy::EgressProxy* proxy = nullptr;         // not owned; must outlive the sandbox
+  netproxy::BlockedEventLog* blocked = nullptr;   // where the proxy's callback records refusals
+  netproxy::OperatorPolicy operator_policy;       // private destinations the operator opened
+  uint16_t port = 3128;
 };
 
 struct SandboxOptions {
@@ -48,6 +63,7 @@ struct SandboxOptions {
   // with the sandbox; callers that keep logs set a durable directory.
   std::string log_dir;
   CgroupDriver* cgroups = nullptr;  // not owned; required
+  EgressOptions egress;             // required for network profiles other than none
   std::vector<std::string> allow_degraded;
   // First host uid/gid of the ids sandboxes run as when airlock runs as root (host id =
   // base + spec.user.uid). Unprivileged callers map their own uid/gid instead.
@@ -91,6 +107,13 @@ class NativeSandbox {
 
   absl::StatusOr<CommandResult> Exec(const CommandSpec& command, const ExecOptions& options);
 
+  // Replaces the network policy of the running sandbox (connections already open keep theirs).
+  // Loosening needs PolicyAuthority::kMayLoosen; the change is reported as a PolicyChanged event
+  // to the proxy's callback (the audit trail). FailedPrecondition for a sandbox created with
+  // profile none: it has no egress path to open.
+  absl::Status UpdateNetworkPolicy(const spec::Network& network,
+                                   netproxy::PolicyAuthority authority);
+
   // Kills every process of the sandbox and removes its cgroups and files. Idempotent.
   absl::Status Destroy();
 
@@ -99,6 +122,11 @@ class NativeSandbox {
   NativeSandbox() = default;
   absl::Status Start(Setup& setup);
   absl::Status WaitReady(std::chrono::milliseconds timeout);
+  absl::Status StartForwarder();
+  // Has airlock-init start a process (waiting in its cgroup before it runs); its pid in the
+  // sandbox.
+  absl::StatusOr<pid_t> Spawn(const init::SpawnRequest& request, UniqueFd (&stdio)[3],
+                              Cgroup& cgroup);
 
   SandboxOptions options_;
   SandboxId id_;
@@ -112,6 +140,8 @@ class NativeSandbox {
   UniqueFd init_pidfd_;
   pid_t init_pid_ = -1;
   int next_command_ = 1;
+  bool egress_active_ = false;
+  pid_t forwarder_pid_ = -1;
   bool destroyed_ = false;
   Timings timings_;
 };

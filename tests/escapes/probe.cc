@@ -16,7 +16,11 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/ptrace.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stddef.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -44,6 +48,7 @@ const char* Name(int err) {
     case ESRCH: return "ESRCH";
     case EAGAIN: return "EAGAIN";
     case ENETUNREACH: return "ENETUNREACH";
+    case ECONNREFUSED: return "ECONNREFUSED";
     default: {
       static char buf[32];
       snprintf(buf, sizeof(buf), "errno%d", err);
@@ -107,6 +112,43 @@ int OpenFds() {
     }
   }
   return 0;
+}
+
+int ConnectTcp(const char* ip, int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return errno;
+  struct sockaddr_in a = {};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, ip, &a.sin_addr);
+  int err = connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 ? 0 : errno;
+  close(fd);
+  return err;
+}
+
+int SendUdp(const char* ip, int port) {
+  int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  if (fd < 0) return errno;
+  struct sockaddr_in a = {};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, ip, &a.sin_addr);
+  int err = sendto(fd, "x", 1, 0, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 1 ? 0 : errno;
+  close(fd);
+  return err;
+}
+
+int ConnectAbstract(const char* name) {
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  if (fd < 0) return errno;
+  struct sockaddr_un a = {};
+  a.sun_family = AF_UNIX;
+  size_t n = strlen(name);
+  memcpy(a.sun_path + 1, name, n);
+  int err = connect(fd, reinterpret_cast<sockaddr*>(&a),
+                    static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n)) == 0 ? 0 : errno;
+  close(fd);
+  return err;
 }
 
 int Caps() {
@@ -183,6 +225,11 @@ int main(int argc, char** argv) {
     err = rc < 0 ? static_cast<int>(-rc) : 0;
   } else if (a == "x32") err = Result(syscall(0x40000000 | SYS_getpid));
   else if (a == "fds") err = OpenFds();
+  else if (a == "connect-tcp") err = ConnectTcp(arg, argc > 3 ? atoi(argv[3]) : 80);
+  else if (a == "udp-send") err = SendUdp(arg, argc > 3 ? atoi(argv[3]) : 53);
+  else if (a == "raw-socket") err = Result(socket(AF_INET, SOCK_RAW, IPPROTO_ICMP));
+  else if (a == "ping-socket") err = Result(socket(AF_INET, SOCK_DGRAM, IPPROTO_ICMP));
+  else if (a == "abstract-connect") err = ConnectAbstract(arg);
   else if (a == "caps") err = Caps();
   else if (a == "setuid-root") err = Result(setuid(0));
   else if (a == "uid-map-write") err = CreateFile("/proc/self/uid_map");

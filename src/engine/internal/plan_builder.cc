@@ -280,6 +280,10 @@ absl::Status AddSandboxLayout(Builder& b) {
   b.Tmpfs("/sandbox/control", 1 << 20, 64, 0755, false, true);
   b.WriteFile("/sandbox/control/spec.json", b.in.spec_json);
   b.Add(Kind::kReadOnly, "/sandbox/control").attr = kReadOnly;
+  if (!b.in.egress_socket.empty()) {
+    b.Add(Kind::kFile, "/run/egress.sock").mode = 0644;
+    b.Bind(b.in.egress_socket, "/run/egress.sock", kReadOnly);
+  }
   b.Mkdir("/tmp");
   MountOp& tmp = b.Add(Kind::kBindInRoot, "/tmp");
   tmp.source = "/sandbox/tmp";

@@ -23,6 +23,7 @@ struct PlanInputs {
   uid_t host_uid = 0;     // the host ids the sandbox's uid/gid map to
   gid_t host_gid = 0;
   int landlock_abi = 0;   // 0: no Landlock
+  std::string egress_socket;  // host path of the egress proxy's socket; empty: no network
 };
 
 // The plan. Host directories bound read-write whose owner differs from the sandbox's host ids

