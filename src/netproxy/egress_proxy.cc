@@ -138,11 +138,17 @@ class EgressProxy::Impl {
       sandboxes_.erase(it);
     }
     CloseListeners(*sandbox);
-    std::lock_guard lock(sandbox->mu);
-    for (auto& [ptr, weak] : sandbox->sessions) {
-      if (std::shared_ptr<Session> s = weak.lock()) {
-        asio::post(s->strand(), [s] { s->Close("sandbox-removed"); });
+    // Collected under the lock, closed and released outside it: the last reference to a session
+    // may be dropped here, and its destructor takes the same lock.
+    std::vector<std::shared_ptr<Session>> sessions;
+    {
+      std::lock_guard lock(sandbox->mu);
+      for (auto& [ptr, weak] : sandbox->sessions) {
+        if (std::shared_ptr<Session> s = weak.lock()) sessions.push_back(std::move(s));
       }
+    }
+    for (std::shared_ptr<Session>& s : sessions) {
+      asio::post(s->strand(), [s] { s->Close("sandbox-removed"); });
     }
     return absl::OkStatus();
   }

@@ -54,7 +54,9 @@ class EgressProxy {
     std::chrono::milliseconds header_timeout{15'000};   // a whole request head from the client
     std::chrono::milliseconds idle_timeout{300'000};    // no byte in either direction
     size_t max_connections_per_sandbox = 2048;
-    size_t buffer_bytes = 64 << 10;      // per direction per connection
+    // Per direction per connection: the pipe a tunnel splices through (kernel memory), or the
+    // user-space buffer of a plain-HTTP body or of a tunnel without pipes.
+    size_t buffer_bytes = 256 << 10;
     size_t max_header_bytes = 32 << 10;  // request and response heads
     // Static name -> addresses map consulted before DNS ("registry.test" -> {"192.0.2.10"}).
     std::map<std::string, std::vector<std::string>> hosts;

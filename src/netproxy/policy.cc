@@ -63,21 +63,7 @@ bool PatternCovered(const HostPattern& p, const std::vector<HostPattern>& by) {
 
 }  // namespace
 
-std::string_view ProfileName(spec::NetworkProfile profile) {
-  switch (profile) {
-    case spec::NetworkProfile::kNone:
-      return "none";
-    case spec::NetworkProfile::kDependencyEgress:
-      return "dependency-egress";
-    case spec::NetworkProfile::kRepoEgress:
-      return "repo-egress";
-    case spec::NetworkProfile::kRestrictedHttp:
-      return "restricted-http";
-    case spec::NetworkProfile::kOpen:
-      return "open";
-  }
-  return "none";
-}
+std::string_view ProfileName(spec::NetworkProfile profile) { return spec::ToString(profile); }
 
 const std::vector<DeniedRange>& AlwaysDeniedRanges() {
   // Metadata first so that its rule name wins; the fc00::/7 entry would cover fd00:ec2::254 too.

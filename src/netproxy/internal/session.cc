@@ -1,5 +1,6 @@
 #include "netproxy/internal/session.h"
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 
@@ -388,8 +389,30 @@ asio::awaitable<bool> Session::OpenUpstream(const Policy& policy, const HostName
 }
 
 asio::awaitable<void> Session::Tunnel() {
-  up_buffer_ = std::make_unique<char[]>(config_.options.buffer_bytes);
-  down_buffer_ = std::make_unique<char[]>(config_.options.buffer_bytes);
+  // Zero-copy through a pipe per direction; without descriptors for the pipes, copy through
+  // user-space buffers instead.
+  for (Pipe* p : {&up_pipe_, &down_pipe_}) {
+    int fds[2];
+    if (::pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0) break;
+    p->r.Reset(fds[0]);
+    p->w.Reset(fds[1]);
+    // A bigger pipe moves more per splice call; when the kernel refuses (pipe-user-pages
+    // limits), the default size is only slower.
+    int size = ::fcntl(fds[1], F_SETPIPE_SZ, static_cast<int>(config_.options.buffer_bytes));
+    if (size < 0) size = ::fcntl(fds[1], F_GETPIPE_SZ);
+    p->capacity = size > 0 ? static_cast<size_t>(size) : 4096;
+  }
+  use_splice_ = up_pipe_.w.valid() && down_pipe_.w.valid();
+  error_code ec;
+  if (use_splice_) {
+    client_.native_non_blocking(true, ec);
+    upstream_->native_non_blocking(true, ec);
+    use_splice_ = !ec;
+  }
+  if (!use_splice_) {
+    up_buffer_ = std::make_unique_for_overwrite<char[]>(config_.options.buffer_bytes);
+    down_buffer_ = std::make_unique_for_overwrite<char[]>(config_.options.buffer_bytes);
+  }
   auto self = shared_from_this();
   asio::co_spawn(
       strand_,
@@ -401,29 +424,86 @@ asio::awaitable<void> Session::Tunnel() {
       asio::detached);
   co_await Pump(false);
   if (!down_pump_done_) {
-    error_code ec;
     pump_done_.expires_at(Clock::time_point::max());
     co_await pump_done_.async_wait(Ec(ec));
   }
 }
 
-asio::awaitable<void> Session::Pump(bool upstream_to_client) {
+asio::awaitable<error_code> Session::WaitOn(bool upstream, asio::socket_base::wait_type what) {
+  error_code ec;
+  if (upstream) {
+    co_await upstream_->async_wait(what, Ec(ec));
+  } else {
+    co_await client_.async_wait(what, Ec(ec));
+  }
+  co_return ec;
+}
+
+asio::awaitable<error_code> Session::CopyLoop(bool upstream_to_client) {
   char* buffer = upstream_to_client ? down_buffer_.get() : up_buffer_.get();
   const size_t size = config_.options.buffer_bytes;
   error_code ec;
   while (true) {
-    size_t n = upstream_to_client
-                   ? co_await upstream_->async_read_some(asio::buffer(buffer, size), Ec(ec))
-                   : co_await client_.async_read_some(asio::buffer(buffer, size), Ec(ec));
-    if (ec) break;
+    size_t n = 0;
+    if (upstream_to_client) {
+      n = co_await upstream_->async_read_some(asio::buffer(buffer, size), Ec(ec));
+    } else {
+      n = co_await client_.async_read_some(asio::buffer(buffer, size), Ec(ec));
+    }
+    if (ec) co_return ec;
     if (upstream_to_client) {
       co_await asio::async_write(client_, asio::buffer(buffer, n), Ec(ec));
     } else {
       co_await asio::async_write(*upstream_, asio::buffer(buffer, n), Ec(ec));
     }
-    if (ec) break;
+    if (ec) co_return ec;
     Count(upstream_to_client, n);
     Touch(config_.options.idle_timeout, "idle-timeout");
+  }
+}
+
+asio::awaitable<error_code> Session::SpliceLoop(bool upstream_to_client) {
+  const int src = upstream_to_client ? upstream_->native_handle() : client_.native_handle();
+  const int dst = upstream_to_client ? client_.native_handle() : upstream_->native_handle();
+  const Pipe& pipe = upstream_to_client ? down_pipe_ : up_pipe_;
+  // At most what an empty pipe holds, so that the read never meets a full pipe and EAGAIN always
+  // means "source empty".
+  const size_t chunk = pipe.capacity;
+  constexpr unsigned kFlags = SPLICE_F_NONBLOCK | SPLICE_F_MOVE;
+  auto errno_code = [] { return error_code(errno, boost::system::system_category()); };
+  while (true) {
+    ssize_t in = ::splice(src, nullptr, pipe.w.get(), nullptr, chunk, kFlags);
+    if (in == 0) co_return asio::error::eof;
+    if (in < 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN) co_return errno_code();
+      error_code ec = co_await WaitOn(upstream_to_client, asio::socket_base::wait_read);
+      if (ec) co_return ec;
+      continue;
+    }
+    size_t pending = static_cast<size_t>(in);
+    while (pending > 0) {
+      ssize_t out = ::splice(pipe.r.get(), nullptr, dst, nullptr, pending, kFlags);
+      if (out > 0) {
+        pending -= static_cast<size_t>(out);
+        Count(upstream_to_client, static_cast<size_t>(out));
+        continue;
+      }
+      if (out < 0 && errno == EINTR) continue;
+      if (out < 0 && errno != EAGAIN) co_return errno_code();
+      error_code ec = co_await WaitOn(!upstream_to_client, asio::socket_base::wait_write);
+      if (ec) co_return ec;
+    }
+    Touch(config_.options.idle_timeout, "idle-timeout");
+  }
+}
+
+asio::awaitable<void> Session::Pump(bool upstream_to_client) {
+  error_code ec;
+  if (use_splice_) {
+    ec = co_await SpliceLoop(upstream_to_client);
+  } else {
+    ec = co_await CopyLoop(upstream_to_client);
   }
   error_code ignored;
   if (ec == asio::error::eof && !finished_) {
@@ -434,7 +514,8 @@ asio::awaitable<void> Session::Pump(bool upstream_to_client) {
       upstream_->shutdown(asio::socket_base::shutdown_send, ignored);
     }
   } else {
-    if (ec != asio::error::operation_aborted && end_ == "closed") {
+    if (ec != asio::error::operation_aborted && ec != asio::error::bad_descriptor &&
+        end_ == "closed") {
       end_ = fmt::format("error: {}", ec.message());
     }
     Close(end_);
@@ -446,7 +527,7 @@ asio::awaitable<error_code> Session::Relay(In& in, beast::flat_buffer& in_buffer
                                            http::parser<kIsRequest, http::buffer_body>& p, Out& out,
                                            bool upstream_to_client) {
   std::unique_ptr<char[]>& storage = upstream_to_client ? down_buffer_ : up_buffer_;
-  if (!storage) storage = std::make_unique<char[]>(config_.options.buffer_bytes);
+  if (!storage) storage = std::make_unique_for_overwrite<char[]>(config_.options.buffer_bytes);
   char* buffer = storage.get();
   const size_t size = config_.options.buffer_bytes;
   http::serializer<kIsRequest, http::buffer_body> sr{p.get()};
@@ -475,6 +556,57 @@ asio::awaitable<error_code> Session::Relay(In& in, beast::flat_buffer& in_buffer
     if (ec) co_return ec;
     Count(upstream_to_client, n);
     Touch(config_.options.idle_timeout, "idle-timeout");
+  }
+  co_return ec;
+}
+
+template <bool kIsRequest, typename In, typename Out>
+asio::awaitable<error_code> Session::RelayFixed(In& in, beast::flat_buffer& in_buffer,
+                                                http::parser<kIsRequest, http::buffer_body>& p,
+                                                Out& out, bool upstream_to_client) {
+  uint64_t left = *p.content_length();
+  http::serializer<kIsRequest, http::buffer_body> sr{p.get()};
+  error_code ec;
+  co_await http::async_write_header(out, sr, Ec(ec));
+  if (ec) co_return ec;
+  // Body bytes that arrived with the head.
+  size_t buffered = static_cast<size_t>(std::min<uint64_t>(left, in_buffer.size()));
+  if (buffered > 0) {
+    co_await asio::async_write(out, asio::buffer(in_buffer.data(), buffered), Ec(ec));
+    if (ec) co_return ec;
+    in_buffer.consume(buffered);
+    left -= buffered;
+    Count(upstream_to_client, buffered);
+  }
+  std::unique_ptr<char[]>& storage = upstream_to_client ? down_buffer_ : up_buffer_;
+  if (!storage && left > 0) {
+    storage = std::make_unique_for_overwrite<char[]>(config_.options.buffer_bytes);
+  }
+  while (left > 0) {
+    size_t want = static_cast<size_t>(std::min<uint64_t>(left, config_.options.buffer_bytes));
+    size_t n = co_await in.async_read_some(asio::buffer(storage.get(), want), Ec(ec));
+    if (ec) co_return ec;
+    co_await asio::async_write(out, asio::buffer(storage.get(), n), Ec(ec));
+    if (ec) co_return ec;
+    left -= n;
+    Count(upstream_to_client, n);
+    Touch(config_.options.idle_timeout, "idle-timeout");
+  }
+  co_return ec;
+}
+
+template <bool kIsRequest, typename In, typename Out>
+asio::awaitable<error_code> Session::RelayMessage(In& in, beast::flat_buffer& in_buffer,
+                                                  http::parser<kIsRequest, http::buffer_body>& p,
+                                                  Out& out, bool upstream_to_client,
+                                                  bool bodyless) {
+  // A body framed by Content-Length is copied as bytes (no parsing on the hot path); chunked
+  // and EOF-framed bodies go through the parser, which re-frames them exactly.
+  error_code ec;
+  if (!bodyless && !p.chunked() && p.content_length().has_value()) {
+    ec = co_await RelayFixed(in, in_buffer, p, out, upstream_to_client);
+  } else {
+    ec = co_await Relay(in, in_buffer, p, out, upstream_to_client);
   }
   co_return ec;
 }
@@ -523,7 +655,7 @@ asio::awaitable<bool> Session::HandleHttp(http::request_parser<http::empty_body>
   StripHopByHop(req);
   req.set(http::field::host, authority);
   http::request_parser<http::buffer_body> request(std::move(parser));
-  error_code ec = co_await Relay(client_, client_buffer_, request, *upstream_, false);
+  error_code ec = co_await RelayMessage(client_, client_buffer_, request, *upstream_, false, false);
   if (ec) {
     std::string text = fmt::format("sending request: {}", ec.message());
     co_await Respond(502, "upstream-failed", text);
@@ -550,7 +682,8 @@ asio::awaitable<bool> Session::HandleHttp(http::request_parser<http::empty_body>
     bool interim = status >= 100 && status < 200;
     response.get().keep_alive(client_keep_alive);
     bool need_eof = !interim && response.get().need_eof();
-    ec = co_await Relay(*upstream_, upstream_buffer_, response, client_, true);
+    bool bodyless = head || interim || status == 204 || status == 304;
+    ec = co_await RelayMessage(*upstream_, upstream_buffer_, response, client_, true, bodyless);
     if (ec) co_return false;
     if (interim) continue;
     if (!upstream_keep_alive) {

@@ -19,6 +19,7 @@
 #include "boost/beast/http/buffer_body.hpp"
 #include "boost/beast/http/empty_body.hpp"
 #include "boost/beast/http/parser.hpp"
+#include "common/unique_fd.h"
 #include "netproxy/internal/proxy_state.h"
 
 namespace airlock::netproxy::internal {
@@ -53,11 +54,26 @@ class Session : public std::enable_shared_from_this<Session> {
   // client and returns false.
   asio::awaitable<bool> OpenUpstream(const Policy& policy, const HostName& host, uint16_t port);
   asio::awaitable<void> Tunnel();
+  // One direction of a tunnel until EOF (half-closing the other side) or an error (closing both).
   asio::awaitable<void> Pump(bool upstream_to_client);
+  asio::awaitable<boost::system::error_code> SpliceLoop(bool upstream_to_client);
+  asio::awaitable<boost::system::error_code> CopyLoop(bool upstream_to_client);
+  asio::awaitable<boost::system::error_code> WaitOn(bool upstream,
+                                                    asio::socket_base::wait_type what);
   template <bool kIsRequest, typename In, typename Out>
   asio::awaitable<boost::system::error_code> Relay(In& in, beast::flat_buffer& in_buffer,
                                                    http::parser<kIsRequest, http::buffer_body>& p,
                                                    Out& out, bool upstream_to_client);
+  template <bool kIsRequest, typename In, typename Out>
+  asio::awaitable<boost::system::error_code> RelayFixed(
+      In& in, beast::flat_buffer& in_buffer, http::parser<kIsRequest, http::buffer_body>& p,
+      Out& out, bool upstream_to_client);
+  // Relay or RelayFixed, by the message's framing; `bodyless` for responses that have none
+  // whatever their headers say (HEAD, 1xx, 204, 304).
+  template <bool kIsRequest, typename In, typename Out>
+  asio::awaitable<boost::system::error_code> RelayMessage(
+      In& in, beast::flat_buffer& in_buffer, http::parser<kIsRequest, http::buffer_body>& p,
+      Out& out, bool upstream_to_client, bool bodyless);
   asio::awaitable<void> Respond(int status, std::string_view reason, std::string_view text,
                                 std::string_view rule = {});
   void Blocked(std::string_view host, std::string_view address, uint16_t port,
@@ -75,6 +91,16 @@ class Session : public std::enable_shared_from_this<Session> {
   asio::steady_timer pump_done_;
   beast::flat_buffer client_buffer_;
   beast::flat_buffer upstream_buffer_;
+  struct Pipe {
+    UniqueFd r;
+    UniqueFd w;
+    size_t capacity = 0;
+  };
+  // Tunnels splice through a pipe per direction; the buffers serve plain-HTTP bodies and, when
+  // pipes cannot be had, tunnels.
+  Pipe up_pipe_;    // sandbox -> upstream
+  Pipe down_pipe_;  // upstream -> sandbox
+  bool use_splice_ = false;
   std::unique_ptr<char[]> up_buffer_;    // sandbox -> upstream
   std::unique_ptr<char[]> down_buffer_;  // upstream -> sandbox
 
