@@ -5,6 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <thread>
+
 #include "common/files.h"
 #include "engine/testing/sandbox_fixture.h"
 #include "fmt/format.h"
@@ -36,6 +39,22 @@ TEST_F(NativeSandboxTest, FailureReportNamesTheLikelyCauseAndKeyLines) {
   EXPECT_NE(r.key_lines[0].find("m.c:1:"), std::string::npos) << r.key_lines[0];
   EXPECT_NE(r.report.find("likely failure: compilation error"), std::string::npos) << r.report;
   EXPECT_NE(r.report.find("m.c:1:"), std::string::npos) << r.report;
+}
+
+TEST_F(NativeSandboxTest, CreatesFromAMultiThreadedProcess) {
+  // The child of clone3 inherits glibc's list of the caller's threads but not the threads: any
+  // libc call that synchronises them (setresuid, for one) would hang it. Keep threads busy here.
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 3; ++i) {
+    threads.emplace_back([&] {
+      while (!stop) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+  }
+  CommandResult r = RunOnce({"true"});
+  stop = true;
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(r.classification, Classification::kOk);
 }
 
 TEST_F(NativeSandboxTest, SuccessIsOk) {

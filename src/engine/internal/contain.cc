@@ -7,6 +7,7 @@
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "engine/internal/plan.h"
@@ -97,8 +98,11 @@ void RunChild(SetupPlan* plan) {
   Check(p, Step::kStagingRoot, MountStagingRoot(p, &root_fd));
 
   // The only ids mapped in our user namespace; everything created from here is owned by them.
-  Check(p, Step::kIdentity, Errno(::setresgid(p.gid, p.gid, p.gid)));
-  Check(p, Step::kIdentity, Errno(::setresuid(p.uid, p.uid, p.uid)));
+  // Raw system calls: glibc's setresuid/setresgid synchronise every thread of the process, and
+  // this child has inherited the parent's thread list without its threads (a deadlock whenever
+  // the caller is multi-threaded, as with an egress proxy running).
+  Check(p, Step::kIdentity, Errno(static_cast<int>(::syscall(SYS_setresgid, p.gid, p.gid, p.gid))));
+  Check(p, Step::kIdentity, Errno(static_cast<int>(::syscall(SYS_setresuid, p.uid, p.uid, p.uid))));
 
   err = RunMountOps(plan, root_fd, &op);
   Check(p, Step::kMount, err, op);
