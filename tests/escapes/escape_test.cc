@@ -43,6 +43,8 @@ TEST_F(EscapeTest, HostHomesAndKeysAreAbsent) {
   EXPECT_EQ(Probe("read", "/root/.ssh/id_rsa"), "read: ENOENT");
   EXPECT_EQ(Probe("read", "/home"), "read: ENOENT");
   EXPECT_EQ(Probe("read", "/var/run/docker.sock"), "read: ENOENT");
+  EXPECT_EQ(Probe("read", "/run/dbus/system_bus_socket"), "read: ENOENT");
+  EXPECT_EQ(Probe("read", "/tmp/.X11-unix/X0"), "read: ENOENT");
 }
 
 TEST_F(EscapeTest, ShadowIsAnEmptyMask) {

@@ -173,6 +173,29 @@ TEST_F(NetworkTest, HostOffTheListIsRefusedAndTheFailureIsNetworkRequired) {
   DestroyAndCheckGone(std::move(sb));
 }
 
+TEST_F(NetworkTest, NpmCiFromABlockedRegistryIsNetworkRequired) {
+  // A project whose lockfile points at a registry the profile does not allow: npm fails, and the
+  // result names the host a policy would have to open.
+  auto sb = Make(Spec(spec::NetworkProfile::kDependencyEgress, {"registry.test"}));
+  ASSERT_NE(sb, nullptr);
+  std::string setup = R"(cat > package.json <<'J'
+{"name": "app", "version": "1.0.0", "dependencies": {"left-pad": "1.3.0"}}
+J
+cat > package-lock.json <<'J'
+{"name": "app", "version": "1.0.0", "lockfileVersion": 3, "requires": true,
+ "packages": {"": {"name": "app", "version": "1.0.0", "dependencies": {"left-pad": "1.3.0"}},
+  "node_modules/left-pad": {"version": "1.3.0",
+   "resolved": "http://other.test/left-pad/-/left-pad-1.3.0.tgz",
+   "integrity": "sha512-XI5MPzVNApjAyhQzphX8BkmKsKUxD4LdyK24iZeQEO1Dgzx1W0kUFdTxMXDWyRHcqbb9c0Jiry3d9Ob3cTu48A=="}}}
+J
+npm ci --no-audit --no-fund --fetch-retries=0)";
+  CommandResult r = Exec(*sb, {"sh", "-c", setup});
+  EXPECT_EQ(r.classification, Classification::kNetworkRequired) << r.stderr_preview;
+  EXPECT_EQ(r.failure_detail, "other.test:80");
+  EXPECT_NE(r.report.find("network required: other.test:80"), std::string::npos) << r.report;
+  DestroyAndCheckGone(std::move(sb));
+}
+
 TEST_F(NetworkTest, MetadataAndPrivateAddressesAreRefusedEvenWhenOpen) {
   auto sb = Make(Spec(spec::NetworkProfile::kOpen));
   ASSERT_NE(sb, nullptr);
