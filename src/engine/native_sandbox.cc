@@ -389,6 +389,12 @@ absl::Status NativeSandbox::Start(Setup& setup) {
                CLONE_NEWUTS | CLONE_PIDFD;
   args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
   args.exit_signal = SIGCHLD;
+  // cgroup v2: born in its cgroup (no migration at all); v1: moved there below.
+  absl::StatusOr<UniqueFd> cgroup_fd = init_cgroup_->OpenDirFd();
+  if (cgroup_fd.ok()) {
+    args.flags |= CLONE_INTO_CGROUP;
+    args.cgroup = static_cast<uint64_t>(cgroup_fd->get());
+  }
   long pid = internal::Clone3(&args);
   if (pid < 0) return ErrnoStatus(errno, "clone3");
   if (pid == 0) internal::RunChild(&plan);  // never returns
@@ -402,8 +408,10 @@ absl::Status NativeSandbox::Start(Setup& setup) {
 
   RETURN_IF_ERROR(WriteIdMaps(init_pid_, pidfd, plan.uid, plan.gid, setup.host_uid, setup.host_gid),
                   "write uid/gid maps");
-  RETURN_IF_ERROR(init_cgroup_->AddProcess(init_pid_), "join cgroup");
   char go = 1;
+  if (::write(sync_w.get(), &go, 1) != 1) return ErrnoStatus(errno, "release sandbox process");
+  // The child builds its mount tree while a v1 migration waits out its RCU grace period.
+  if (!cgroup_fd.ok()) RETURN_IF_ERROR(init_cgroup_->AddProcess(init_pid_), "join cgroup");
   if (::write(sync_w.get(), &go, 1) != 1) return ErrnoStatus(errno, "release sandbox process");
   timings_.clone = Since(t0);
 

@@ -18,7 +18,9 @@ namespace airlock::engine::internal {
 const char* ToString(Step step) {
   switch (step) {
     case Step::kWaitParent:
-      return "wait for uid/gid maps and cgroup";
+      return "wait for uid/gid maps";
+    case Step::kWaitCgroup:
+      return "wait for cgroup placement";
     case Step::kCgroupNamespace:
       return "cgroup namespace";
     case Step::kDeathSignal:
@@ -74,13 +76,9 @@ inline int Errno(int rc) { return rc == 0 ? 0 : errno; }
 void RunChild(SetupPlan* plan) {
   const SetupPlan& p = *plan;
 
-  // The parent writes our uid/gid maps and puts us in our cgroup, then says go.
+  // The parent writes our uid/gid maps, then says go.
   char go;
   if (::read(p.sync_fd, &go, 1) != 1) Die(p, Step::kWaitParent, -1, errno ? errno : EPIPE);
-  ::close(p.sync_fd);
-
-  // We are now in the sandbox's cgroup: make it the root of our cgroup namespace.
-  if (p.new_cgroup_namespace) Check(p, Step::kCgroupNamespace, Errno(::unshare(CLONE_NEWCGROUP)));
 
   // If the engine dies, so does the sandbox.
   Check(p, Step::kDeathSignal, Errno(::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)));
@@ -112,6 +110,12 @@ void RunChild(SetupPlan* plan) {
 
   Check(p, Step::kHostname, Errno(::sethostname(p.hostname.data(), p.hostname.size())));
   Check(p, Step::kLoopback, LoopbackUp());
+
+  // Nothing of the sandbox runs before we are in its cgroup; then that cgroup becomes the root
+  // of our cgroup namespace.
+  if (::read(p.sync_fd, &go, 1) != 1) Die(p, Step::kWaitCgroup, -1, errno ? errno : EPIPE);
+  ::close(p.sync_fd);
+  if (p.new_cgroup_namespace) Check(p, Step::kCgroupNamespace, Errno(::unshare(CLONE_NEWCGROUP)));
 
   Check(p, Step::kNoNewPrivs, Errno(::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)));
   if (p.landlock_abi > 0) Check(p, Step::kLandlock, ApplyLandlock(p));

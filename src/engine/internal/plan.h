@@ -16,7 +16,6 @@ namespace airlock::engine::internal {
 // Setup steps in the order they run (contain.cc); the names are used in error messages.
 enum class Step : int32_t {
   kWaitParent = 1,
-  kCgroupNamespace,
   kDeathSignal,
   kMountPropagation,
   kOpenSources,
@@ -27,6 +26,8 @@ enum class Step : int32_t {
   kRootReadOnly,
   kHostname,
   kLoopback,
+  kWaitCgroup,
+  kCgroupNamespace,
   kNoNewPrivs,
   kLandlock,
   kCapabilities,
@@ -88,7 +89,10 @@ struct SetupPlan {
   // The program run as PID 1, with its control socket moved to fd 3.
   std::string init_path;
   int control_fd = -1;
-  int sync_fd = -1;   // the parent writes one byte once maps and cgroup are in place
+  // The parent writes one byte once the uid/gid maps are written, and a second once the child is
+  // in its cgroup (a cgroup v1 migration waits for an RCU grace period, so the child builds its
+  // mount tree meanwhile); nothing runs in the sandbox before the second.
+  int sync_fd = -1;
   int error_fd = -1;  // close-on-exec: EOF means the exec of init succeeded
 };
 
