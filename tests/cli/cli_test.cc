@@ -98,10 +98,11 @@ TEST_F(CliTest, BadFlagsAreOneLineAndExit2) {
 }
 
 TEST_F(CliTest, SandboxErrorIs125) {
-  // A network profile this build cannot provide fails closed before anything runs.
-  Outcome o = Airlock(Run("--network open -- true"));
+  // A level this backend cannot provide fails closed before anything runs.
+  Outcome o = Airlock(Run("--level 3 -- true"));
   EXPECT_EQ(o.exit_code, 125) << o.err;
-  EXPECT_NE(o.err.find("network profile open needs the egress proxy"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("level 3 (gvisor) is not served by the native backend"), std::string::npos)
+      << o.err;
   o = Airlock(Run("--mount /definitely/missing:/opt/x -- true"));
   EXPECT_EQ(o.exit_code, 125) << o.err;
   EXPECT_NE(o.err.find("/definitely/missing"), std::string::npos) << o.err;
