@@ -87,8 +87,20 @@ class Cgroup {
   // Kill(), then removes this cgroup and every descendant. Idempotent.
   virtual absl::Status Destroy() = 0;
 
-  // v2: an O_DIRECTORY fd for clone3(CLONE_INTO_CGROUP). v1: Unimplemented.
-  virtual absl::StatusOr<UniqueFd> OpenDirFd() = 0;
+  // How a new process enters this cgroup without anyone migrating it. Moving another process
+  // (writing its pid to cgroup.procs) takes a global lock whose first use waits for an RCU grace
+  // period, milliseconds on an idle host; both ways below avoid it.
+  struct Entry {
+    enum class Mode {
+      kCloneInto,  // v2: fds[0] is an O_DIRECTORY fd for clone3(CLONE_INTO_CGROUP)
+      kWriteSelf,  // v1: one write-only fd per hierarchy of its "tasks" file; the new,
+                   // single-threaded process writes "0" to each to move itself (the
+                   // permission is the opener's, so an unprivileged process can use them)
+    };
+    Mode mode;
+    std::vector<UniqueFd> fds;
+  };
+  virtual absl::StatusOr<Entry> OpenEntry() = 0;
 };
 
 struct CgroupOptions {

@@ -5,10 +5,12 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <linux/sched.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <thread>
 
 #include "common/ids.h"
@@ -113,6 +115,45 @@ TEST_P(CgroupContractTest, AddProcessListAndKill) {
   EXPECT_TRUE(WIFSIGNALED(status));
   EXPECT_EQ(WTERMSIG(status), SIGKILL);
   EXPECT_TRUE(cg_->Processes()->empty());
+}
+
+TEST_P(CgroupContractTest, AnUnprivilegedProcessEntersThroughItsEntry) {
+  auto entry = cg_->OpenEntry();
+  ASSERT_TRUE(entry.ok()) << entry.status();
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  struct clone_args args = {};
+  args.exit_signal = SIGCHLD;
+  if (entry->mode == Cgroup::Entry::Mode::kCloneInto) {
+    args.flags = CLONE_INTO_CGROUP;
+    args.cgroup = static_cast<uint64_t>(entry->fds[0].get());
+  }
+  long pid = syscall(SYS_clone3, &args, sizeof(args));
+  ASSERT_GE(pid, 0) << strerror(errno);
+  if (pid == 0) {
+    // Nobody: the file permission was checked when root opened the fds.
+    if (syscall(SYS_setresuid, 65534, 65534, 65534) != 0) _exit(10);
+    if (entry->mode == Cgroup::Entry::Mode::kWriteSelf) {
+      for (const UniqueFd& fd : entry->fds) {
+        if (write(fd.get(), "0", 1) != 1) _exit(11);
+      }
+    }
+    char c = 'r';
+    if (write(ready[1], &c, 1) != 1) _exit(12);
+    pause();
+    _exit(0);
+  }
+  char c;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  auto pids = cg_->Processes();
+  ASSERT_TRUE(pids.ok());
+  EXPECT_NE(std::find(pids->begin(), pids->end(), static_cast<pid_t>(pid)), pids->end());
+  ASSERT_TRUE(cg_->Kill().ok());
+  int status = 0;
+  waitpid(static_cast<pid_t>(pid), &status, 0);
+  EXPECT_TRUE(WIFSIGNALED(status)) << "child failed with exit " << WEXITSTATUS(status);
+  close(ready[0]);
+  close(ready[1]);
 }
 
 TEST_P(CgroupContractTest, KillTakesProcessesThatKeepForking) {

@@ -1,5 +1,6 @@
 // cgroup v1: one hierarchy per controller (or per group of co-mounted controllers). An airlock
 // cgroup is the same relative directory in every hierarchy it uses.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -172,8 +173,15 @@ class CgroupV1 : public Cgroup {
     return status;
   }
 
-  absl::StatusOr<UniqueFd> OpenDirFd() override {
-    return Unimplemented("clone3(CLONE_INTO_CGROUP) needs cgroup v2");
+  absl::StatusOr<Entry> OpenEntry() override {
+    Entry e{Entry::Mode::kWriteSelf, {}};
+    for (const std::string& root : UniqueMounts()) {
+      std::string path = fmt::format("{}/{}/tasks", root, name_);
+      UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+      if (!fd) return ErrnoStatus(errno, fmt::format("open {}", path));
+      e.fds.push_back(std::move(fd));
+    }
+    return e;
   }
 
  private:

@@ -136,10 +136,12 @@ class CgroupV2 : public Cgroup {
     return RemoveCgroupDir(dir_);
   }
 
-  absl::StatusOr<UniqueFd> OpenDirFd() override {
+  absl::StatusOr<Entry> OpenEntry() override {
     UniqueFd fd(::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!fd) return ErrnoStatus(errno, fmt::format("open {}", dir_));
-    return fd;
+    Entry e{Entry::Mode::kCloneInto, {}};
+    e.fds.push_back(std::move(fd));
+    return e;
   }
 
  private:

@@ -389,11 +389,13 @@ absl::Status NativeSandbox::Start(Setup& setup) {
                CLONE_NEWUTS | CLONE_PIDFD;
   args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
   args.exit_signal = SIGCHLD;
-  // cgroup v2: born in its cgroup (no migration at all); v1: moved there below.
-  absl::StatusOr<UniqueFd> cgroup_fd = init_cgroup_->OpenDirFd();
-  if (cgroup_fd.ok()) {
+  // No migration by us: v2 clones straight into the cgroup, v1 has the child move itself.
+  ASSIGN_OR_RETURN(Cgroup::Entry entry, init_cgroup_->OpenEntry(), "open cgroup");
+  if (entry.mode == Cgroup::Entry::Mode::kCloneInto) {
     args.flags |= CLONE_INTO_CGROUP;
-    args.cgroup = static_cast<uint64_t>(cgroup_fd->get());
+    args.cgroup = static_cast<uint64_t>(entry.fds[0].get());
+  } else {
+    for (const UniqueFd& fd : entry.fds) plan.cgroup_join_fds.push_back(fd.get());
   }
   long pid = internal::Clone3(&args);
   if (pid < 0) return ErrnoStatus(errno, "clone3");
@@ -408,10 +410,8 @@ absl::Status NativeSandbox::Start(Setup& setup) {
 
   RETURN_IF_ERROR(WriteIdMaps(init_pid_, pidfd, plan.uid, plan.gid, setup.host_uid, setup.host_gid),
                   "write uid/gid maps");
+  entry.fds.clear();
   char go = 1;
-  if (::write(sync_w.get(), &go, 1) != 1) return ErrnoStatus(errno, "release sandbox process");
-  // The child builds its mount tree while a v1 migration waits out its RCU grace period.
-  if (!cgroup_fd.ok()) RETURN_IF_ERROR(init_cgroup_->AddProcess(init_pid_), "join cgroup");
   if (::write(sync_w.get(), &go, 1) != 1) return ErrnoStatus(errno, "release sandbox process");
   timings_.clone = Since(t0);
 
@@ -502,15 +502,30 @@ absl::Status NativeSandbox::UpdateNetworkPolicy(const spec::Network& network,
   return absl::OkStatus();
 }
 
-absl::StatusOr<pid_t> NativeSandbox::Spawn(const init::SpawnRequest& req, UniqueFd (&stdio)[3],
-                                           Cgroup& cgroup) {
-  int fds_out[3] = {stdio[0].get(), stdio[1].get(), stdio[2].get()};
+absl::StatusOr<pid_t> NativeSandbox::Spawn(const init::SpawnRequest& request,
+                                           UniqueFd (&stdio)[3], Cgroup& cgroup) {
+  // On cgroup v1 the process moves itself into its cgroup: a migration from here would take the
+  // kernel's global cgroup lock, whose first use waits for an RCU grace period. On v2 (where
+  // airlock-init, confined to its own cgroup namespace, may not clone into a sibling) we move it
+  // before it starts.
+  ASSIGN_OR_RETURN(Cgroup::Entry entry, cgroup.OpenEntry(), "open cgroup");
+  const bool self_join = entry.mode == Cgroup::Entry::Mode::kWriteSelf;
+  init::SpawnRequest req = request;
+  req.cgroup_join = self_join ? init::CgroupJoin::kWriteSelf : init::CgroupJoin::kNone;
+  std::vector<int> fds_out = {stdio[0].get(), stdio[1].get(), stdio[2].get()};
+  if (self_join) {
+    for (const UniqueFd& fd : entry.fds) fds_out.push_back(fd.get());
+  }
+  if (fds_out.size() > static_cast<size_t>(init::kMaxFds)) {
+    return Internal("too many cgroup hierarchies to pass to airlock-init");
+  }
   if (int e = init::SendMessage(control_.get(), init::MessageType::kSpawn, init::EncodeSpawn(req),
-                                fds_out, 3);
+                                fds_out.data(), static_cast<int>(fds_out.size()));
       e != 0) {
     return ErrnoStatus(e, "send spawn request to airlock-init");
   }
   for (UniqueFd& fd : stdio) fd.Reset();
+  entry.fds.clear();
 
   // The reply carries a pidfd of the new process; it waits until we have put it in its cgroup.
   init::MessageType type;
@@ -531,8 +546,10 @@ absl::StatusOr<pid_t> NativeSandbox::Spawn(const init::SpawnRequest& req, Unique
   }
   if (spawn_errno != 0) return ErrnoStatus(spawn_errno, "airlock-init could not fork");
   if (received.size() != 1) return Internal("airlock-init sent no pidfd");
-  ASSIGN_OR_RETURN(pid_t host_pid, PidFromPidfd(received[0].get()), "locate the new process");
-  RETURN_IF_ERROR(cgroup.AddProcess(host_pid), "place the new process in its cgroup");
+  if (!self_join) {
+    ASSIGN_OR_RETURN(pid_t host_pid, PidFromPidfd(received[0].get()), "locate the new process");
+    RETURN_IF_ERROR(cgroup.AddProcess(host_pid), "place the new process in its cgroup");
+  }
   init::Writer start;
   start.I32(ns_pid);
   if (int e = init::SendMessage(control_.get(), init::MessageType::kStart, start.data()); e != 0) {

@@ -87,8 +87,14 @@ void ExecSearching(const std::vector<char*>& argv, const std::vector<char*>& env
 
 // Runs in the forked child: waits for the host to place it in its cgroup, then becomes the
 // command. Never returns.
-[[noreturn]] void RunCommand(const SpawnRequest& req, const int* fds, int start_fd,
+[[noreturn]] void RunCommand(const SpawnRequest& req, const int* fds, int nfds, int start_fd,
                              int setup_fd) {
+  // Into our cgroup before anything else, by moving ourselves (single-threaded): no migration.
+  if (req.cgroup_join == CgroupJoin::kWriteSelf) {
+    for (int i = 3; i < nfds; ++i) {
+      if (::write(fds[i], "0", 1) != 1) _exit(125);
+    }
+  }
   sigset_t all;
   sigemptyset(&all);
   sigprocmask(SIG_SETMASK, &all, nullptr);
@@ -201,7 +207,9 @@ int Serve() {
           int start[2] = {-1, -1}, setup[2] = {-1, -1};
           int32_t spawn_err = 0;
           pid_t pid = -1;
-          if (!DecodeSpawn(payload, &req) || nfds != 3) {
+          bool decoded = DecodeSpawn(payload, &req);
+          bool joins_ok = req.cgroup_join == CgroupJoin::kWriteSelf ? nfds > 3 : nfds == 3;
+          if (!decoded || !joins_ok) {
             spawn_err = EINVAL;
           } else if (::pipe2(start, O_CLOEXEC) != 0 || ::pipe2(setup, O_CLOEXEC) != 0) {
             spawn_err = errno;
@@ -210,7 +218,7 @@ int Serve() {
             if (pid == 0) {
               ::close(start[1]);
               ::close(setup[0]);
-              RunCommand(req, fds, start[0], setup[1]);
+              RunCommand(req, fds, nfds, start[0], setup[1]);
             }
             if (pid < 0) spawn_err = errno;
           }

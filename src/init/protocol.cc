@@ -97,6 +97,7 @@ std::string EncodeSpawn(const SpawnRequest& req) {
     w.U64(r.hard);
   }
   w.Bytes(req.seccomp_filter);
+  w.U32(static_cast<uint32_t>(req.cgroup_join));
   return w.data();
 }
 
@@ -117,6 +118,9 @@ bool DecodeSpawn(std::string_view payload, SpawnRequest* req) {
     req->rlimits.push_back(rl);
   }
   req->seccomp_filter = r.Bytes();
+  uint32_t join = r.U32();
+  if (join > static_cast<uint32_t>(CgroupJoin::kWriteSelf)) return false;
+  req->cgroup_join = static_cast<CgroupJoin>(join);
   return r.done() && !req->argv.empty();
 }
 

@@ -8,13 +8,17 @@
 //   init -> host  kReady       {u32 protocol version}
 //   host -> init  kSpawn       {u64 id, strings argv, strings env ("K=V"), string cwd,
 //                               u32 n, n x {u32 resource, u64 soft, u64 hard},
-//                               bytes seccomp filter (struct sock_filter[])}
-//                              + fds {stdin, stdout, stderr}
+//                               bytes seccomp filter (struct sock_filter[]), u32 CgroupJoin}
+//                              + fds {stdin, stdout, stderr, cgroup fds...}
 //   init -> host  kSpawned     {u64 id, i32 errno (0 = forked), i32 pid (in the sandbox)}
 //                              + fd {pidfd of the process} when errno == 0
 //   host -> init  kStart       {i32 pid}: the host has placed the process in its cgroup; run it
 //   host -> init  kSignal      {i32 pid, i32 signal}: signal the process group of pid
 //   init -> host  kExited      {i32 pid, i32 wait status, i32 SetupStage, i32 errno}
+//
+// With kWriteSelf (cgroup v1), the cgroup fds are "tasks" files the process writes "0" to
+// before anything else: it moves itself, with no migration by anyone (engine/cgroup.h,
+// Cgroup::Entry). With kNone the host places the process before kStart.
 //
 // The spawned process waits for kStart, then: new session, stdio, every other fd closed,
 // working directory, rlimits, seccomp filter last, execve (PATH searched in its own env). If it
@@ -34,7 +38,7 @@ namespace airlock::init {
 inline constexpr uint32_t kProtocolVersion = 1;
 inline constexpr uint32_t kMaxPayload = 16u << 20;
 inline constexpr int kControlFd = 3;  // where airlock-init finds its control socket
-inline constexpr int kMaxFds = 4;
+inline constexpr int kMaxFds = 16;
 
 enum class MessageType : uint32_t {
   kReady = 1,
@@ -62,6 +66,8 @@ struct Rlimit {
   uint64_t hard = 0;
 };
 
+enum class CgroupJoin : uint32_t { kNone = 0, kWriteSelf = 2 };
+
 struct SpawnRequest {
   uint64_t id = 0;
   std::vector<std::string> argv;
@@ -69,6 +75,7 @@ struct SpawnRequest {
   std::string cwd;
   std::vector<Rlimit> rlimits;
   std::string seccomp_filter;  // raw struct sock_filter array; empty: no filter
+  CgroupJoin cgroup_join = CgroupJoin::kNone;
 };
 
 // Builds a payload.

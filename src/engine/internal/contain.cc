@@ -19,8 +19,8 @@ const char* ToString(Step step) {
   switch (step) {
     case Step::kWaitParent:
       return "wait for uid/gid maps";
-    case Step::kWaitCgroup:
-      return "wait for cgroup placement";
+    case Step::kJoinCgroup:
+      return "join cgroup";
     case Step::kCgroupNamespace:
       return "cgroup namespace";
     case Step::kDeathSignal:
@@ -76,6 +76,12 @@ inline int Errno(int rc) { return rc == 0 ? 0 : errno; }
 void RunChild(SetupPlan* plan) {
   const SetupPlan& p = *plan;
 
+  // First into the sandbox's cgroup (v1; on v2 we were cloned into it), by moving ourselves:
+  // no global lock, no RCU grace period, unlike a migration by the parent.
+  for (int fd : p.cgroup_join_fds) {
+    if (::write(fd, "0", 1) != 1) Die(p, Step::kJoinCgroup, -1, errno);
+  }
+
   // The parent writes our uid/gid maps, then says go.
   char go;
   if (::read(p.sync_fd, &go, 1) != 1) Die(p, Step::kWaitParent, -1, errno ? errno : EPIPE);
@@ -111,10 +117,8 @@ void RunChild(SetupPlan* plan) {
   Check(p, Step::kHostname, Errno(::sethostname(p.hostname.data(), p.hostname.size())));
   Check(p, Step::kLoopback, LoopbackUp());
 
-  // Nothing of the sandbox runs before we are in its cgroup; then that cgroup becomes the root
-  // of our cgroup namespace.
-  if (::read(p.sync_fd, &go, 1) != 1) Die(p, Step::kWaitCgroup, -1, errno ? errno : EPIPE);
   ::close(p.sync_fd);
+  // Our cgroup becomes the root of our cgroup namespace.
   if (p.new_cgroup_namespace) Check(p, Step::kCgroupNamespace, Errno(::unshare(CLONE_NEWCGROUP)));
 
   Check(p, Step::kNoNewPrivs, Errno(::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)));

@@ -15,7 +15,8 @@ namespace airlock::engine::internal {
 
 // Setup steps in the order they run (contain.cc); the names are used in error messages.
 enum class Step : int32_t {
-  kWaitParent = 1,
+  kJoinCgroup = 1,
+  kWaitParent,
   kDeathSignal,
   kMountPropagation,
   kOpenSources,
@@ -26,7 +27,6 @@ enum class Step : int32_t {
   kRootReadOnly,
   kHostname,
   kLoopback,
-  kWaitCgroup,
   kCgroupNamespace,
   kNoNewPrivs,
   kLandlock,
@@ -75,6 +75,9 @@ struct SetupPlan {
   uid_t uid = 10001;
   gid_t gid = 10001;
   bool new_cgroup_namespace = true;
+  // cgroup v1: write-only fds of the init cgroup's "tasks" files; the child writes "0" to each
+  // to move itself (Cgroup::Entry::Mode::kWriteSelf). Empty on v2 (cloned into its cgroup).
+  std::vector<int> cgroup_join_fds;
   std::string hostname;
   // Host directory where the root tmpfs is mounted before pivot_root, and its options.
   std::string staging_dir;
@@ -89,10 +92,7 @@ struct SetupPlan {
   // The program run as PID 1, with its control socket moved to fd 3.
   std::string init_path;
   int control_fd = -1;
-  // The parent writes one byte once the uid/gid maps are written, and a second once the child is
-  // in its cgroup (a cgroup v1 migration waits for an RCU grace period, so the child builds its
-  // mount tree meanwhile); nothing runs in the sandbox before the second.
-  int sync_fd = -1;
+  int sync_fd = -1;   // the parent writes one byte once the uid/gid maps are written
   int error_fd = -1;  // close-on-exec: EOF means the exec of init succeeded
 };
 
