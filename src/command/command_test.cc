@@ -25,6 +25,9 @@ TEST(CommandResultTest, JsonHasTheApiFieldNames) {
   }
   EXPECT_EQ(j["classification"], "RESOURCE_EXHAUSTED_MEMORY");
   EXPECT_FALSE(j.contains("error"));
+  for (const char* key : {"failure", "failure_detail", "key_lines", "report"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
 }
 
 TEST(CommandResultTest, RoundTrips) {
@@ -35,6 +38,7 @@ TEST(CommandResultTest, RoundTrips) {
   r.stdout_preview = "hello";
   r.degraded = {"landlock"};
   r.failure = FailureKind::kTimeout;
+  r.failure_detail = "a.c:1";
   r.key_lines = {"a.c:1: error: x"};
   auto back = CommandResultFromJson(ToJson(r));
   ASSERT_TRUE(back.ok()) << back.status();
@@ -44,6 +48,7 @@ TEST(CommandResultTest, RoundTrips) {
   EXPECT_EQ(back->stdout_preview, "hello");
   EXPECT_EQ(back->degraded, r.degraded);
   EXPECT_EQ(back->failure, FailureKind::kTimeout);
+  EXPECT_EQ(back->failure_detail, "a.c:1");
   EXPECT_EQ(back->key_lines, r.key_lines);
 }
 

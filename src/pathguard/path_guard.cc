@@ -14,11 +14,38 @@
 namespace airlock {
 namespace {
 
+// openat2 fails with EAGAIN when a rename or mount raced with the resolution of a ".." that a
+// symlink target contained; the documented answer is to retry.
+constexpr int kOpenat2Attempts = 16;
+
 int Openat2(int dirfd, const char* path, uint64_t flags, uint64_t resolve) {
   struct open_how how = {};
   how.flags = flags;
   how.resolve = resolve;
-  return static_cast<int>(::syscall(SYS_openat2, dirfd, path, &how, sizeof(how)));
+  for (int attempt = 1;; ++attempt) {
+    int fd = static_cast<int>(::syscall(SYS_openat2, dirfd, path, &how, sizeof(how)));
+    if (fd >= 0 || !(errno == EINTR || (errno == EAGAIN && attempt < kOpenat2Attempts))) {
+      return fd;
+    }
+  }
+}
+
+bool IsSymlinkAt(int dirfd, const char* name) {
+  struct stat st;
+  return ::fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode);
+}
+
+// Whether directory `name` in `dirfd` (lstat `st`) is the root of a mount. A device change
+// catches other file systems; statx's mount-root flag (Linux 5.8+) also catches bind mounts of
+// the same file system, which keep the device number.
+bool IsMountPoint(int dirfd, const char* name, const struct stat& st, dev_t parent_dev) {
+  if (st.st_dev != parent_dev) return true;
+  struct statx stx;
+  if (::statx(dirfd, name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_TYPE, &stx) != 0) {
+    return false;
+  }
+  return (stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) != 0 &&
+         (stx.stx_attributes & STATX_ATTR_MOUNT_ROOT) != 0;
 }
 
 // The error for a failed resolution of `shown`, with the escape cases named as such.
@@ -62,7 +89,8 @@ absl::StatusOr<PathGuard> PathGuard::Open(const std::string& root, ResolveMode m
 
 absl::StatusOr<std::vector<std::string>> PathGuard::Split(std::string_view path) {
   if (path.size() > kMaxPathBytes) {
-    return InvalidArgument(fmt::format("path is {} bytes; the limit is {}", path.size(), kMaxPathBytes));
+    return InvalidArgument(
+        fmt::format("path is {} bytes; the limit is {}", path.size(), kMaxPathBytes));
   }
   if (path.find('\0') != std::string_view::npos) return InvalidArgument("path contains a NUL byte");
   std::vector<std::string> parts;
@@ -99,13 +127,11 @@ absl::StatusOr<UniqueFd> PathGuard::Resolve(const std::vector<std::string>& part
     return fd;
   }
   for (size_t i = 0; i + 1 < count; ++i) {
-    UniqueFd next(::openat(dir.get(), parts[i].c_str(),
-                           O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    UniqueFd next(
+        ::openat(dir.get(), parts[i].c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!next) {
       int err = errno;
-      struct stat st;
-      if (err == ENOTDIR && ::fstatat(dir.get(), parts[i].c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-          S_ISLNK(st.st_mode)) {
+      if (err == ENOTDIR && IsSymlinkAt(dir.get(), parts[i].c_str())) {
         err = ELOOP;  // a symlink on the way, not a file
       }
       return ResolveError(err, shown);
@@ -113,7 +139,12 @@ absl::StatusOr<UniqueFd> PathGuard::Resolve(const std::vector<std::string>& part
     dir = std::move(next);
   }
   UniqueFd fd(::openat(dir.get(), parts[count - 1].c_str(), flags | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd) return ResolveError(errno, shown);
+  if (!fd) {
+    int err = errno;
+    // With O_DIRECTORY a final symlink fails with ENOTDIR: it is a refused symlink all the same.
+    if (err == ENOTDIR && IsSymlinkAt(dir.get(), parts[count - 1].c_str())) err = ELOOP;
+    return ResolveError(err, shown);
+  }
   if (flags & O_PATH) {
     // O_PATH|O_NOFOLLOW opens a symlink itself instead of failing: refuse it here.
     struct stat st;
@@ -127,7 +158,8 @@ absl::StatusOr<UniqueFd> PathGuard::OpenPath(std::string_view path, int flags) c
     return InvalidArgument("PathGuard::OpenPath does not create files; use CreateFile");
   }
   ASSIGN_OR_RETURN(std::vector<std::string> parts, Split(path));
-  return Resolve(parts, parts.size(), flags | O_NOCTTY, path);
+  // openat2 refuses O_PATH with any flag but O_DIRECTORY, O_NOFOLLOW and O_CLOEXEC.
+  return Resolve(parts, parts.size(), (flags & O_PATH) != 0 ? flags : flags | O_NOCTTY, path);
 }
 
 absl::StatusOr<PathGuard::Parent> PathGuard::OpenParent(std::string_view path) const {
@@ -140,13 +172,14 @@ absl::StatusOr<PathGuard::Parent> PathGuard::OpenParent(std::string_view path) c
 absl::StatusOr<UniqueFd> PathGuard::CreateFile(std::string_view path, mode_t mode,
                                                bool exclusive) const {
   ASSIGN_OR_RETURN(Parent p, OpenParent(path));
-  int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY |
-              (exclusive ? O_EXCL : O_TRUNC);
+  int flags =
+      O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | (exclusive ? O_EXCL : O_TRUNC);
   UniqueFd fd(::openat(p.dir.get(), p.name.c_str(), flags, mode));
   if (!fd) return ResolveError(errno, path);
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return ErrnoStatus(errno, fmt::format("stat {}", path));
-  if (!S_ISREG(st.st_mode)) return InvalidArgument(fmt::format("path {}: not a regular file", path));
+  if (!S_ISREG(st.st_mode))
+    return InvalidArgument(fmt::format("path {}: not a regular file", path));
   return fd;
 }
 
@@ -220,10 +253,11 @@ absl::Status EmptyDir(int dirfd, dev_t dev, std::string_view shown, int depth) {
   ASSIGN_OR_RETURN(std::vector<PathGuard::Entry> entries, ListFd(dirfd, shown));
   for (const PathGuard::Entry& e : entries) {
     if (S_ISDIR(e.st.st_mode)) {
-      if (e.st.st_dev != dev) {
+      if (IsMountPoint(dirfd, e.name.c_str(), e.st, dev)) {
         return FailedPrecondition(fmt::format("remove {}/{}: is a mount point", shown, e.name));
       }
-      UniqueFd sub(::openat(dirfd, e.name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      UniqueFd sub(
+          ::openat(dirfd, e.name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       if (!sub) return ErrnoStatus(errno, fmt::format("open {}/{}", shown, e.name));
       RETURN_IF_ERROR(EmptyDir(sub.get(), dev, fmt::format("{}/{}", shown, e.name), depth + 1));
       if (::unlinkat(dirfd, e.name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
@@ -254,11 +288,15 @@ absl::Status PathGuard::Remove(std::string_view path, bool recursive) const {
     return absl::OkStatus();
   }
   struct stat parent_st;
-  if (::fstat(p.dir.get(), &parent_st) == 0 && parent_st.st_dev != st.st_dev) {
+  if (::fstat(p.dir.get(), &parent_st) != 0) {
+    return ErrnoStatus(errno, fmt::format("remove {}: stat the parent", path));
+  }
+  if (IsMountPoint(p.dir.get(), p.name.c_str(), st, parent_st.st_dev)) {
     return FailedPrecondition(fmt::format("remove {}: is a mount point", path));
   }
   if (recursive) {
-    UniqueFd dir(::openat(p.dir.get(), p.name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    UniqueFd dir(
+        ::openat(p.dir.get(), p.name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!dir) return ResolveError(errno, path);
     RETURN_IF_ERROR(EmptyDir(dir.get(), st.st_dev, path, 0));
   }

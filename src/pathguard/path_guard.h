@@ -37,7 +37,8 @@ class PathGuard {
   static constexpr size_t kMaxPathBytes = 4096;
 
   // Opens `root` (which itself may be reached through symlinks: it is trusted).
-  static absl::StatusOr<PathGuard> Open(const std::string& root, ResolveMode mode = ResolveMode::kAuto);
+  static absl::StatusOr<PathGuard> Open(const std::string& root,
+                                        ResolveMode mode = ResolveMode::kAuto);
 
   // The parent directory of a path and its validated last component.
   struct Parent {
@@ -82,8 +83,8 @@ class PathGuard {
 
   // The components of a validated path; empty for the root.
   static absl::StatusOr<std::vector<std::string>> Split(std::string_view path);
-  absl::StatusOr<UniqueFd> Resolve(const std::vector<std::string>& parts, size_t count,
-                                   int flags, std::string_view shown) const;
+  absl::StatusOr<UniqueFd> Resolve(const std::vector<std::string>& parts, size_t count, int flags,
+                                   std::string_view shown) const;
 
   UniqueFd root_;
   ResolveMode mode_;

@@ -5,7 +5,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <stdio.h>
+#include <sys/stat.h>
+
 #include <atomic>
+#include <chrono>
 #include <thread>
 
 #include "common/files.h"
@@ -147,9 +151,12 @@ TEST_P(PathGuardTest, StatReportsSymlinksAsSymlinks) {
 }
 
 TEST_P(PathGuardTest, BadPathsAreInvalid) {
-  EXPECT_EQ(guard_->Stat(std::string("a\0b", 3)).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(guard_->Stat(std::string(5000, 'a')).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(guard_->Stat(std::string(300, 'a')).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(guard_->Stat(std::string("a\0b", 3)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(guard_->Stat(std::string(5000, 'a')).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(guard_->Stat(std::string(300, 'a')).status().code(),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(guard_->OpenPath("dir/file", O_RDONLY | O_CREAT).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
@@ -188,11 +195,118 @@ TEST_P(PathGuardTest, SwappingADirectoryForASymlinkNeverEscapes) {
   EXPECT_GT(inside, 0) << "the race never let a read through; the test proves nothing";
 }
 
+TEST_P(PathGuardTest, SymlinkChainsAndLoops) {
+  Link("c", "b");
+  Link("b", "a");
+  Link("/etc", "c");
+  EXPECT_EQ(ReadThrough("a/passwd"), "<refused>");
+  Link("l2", "l1");
+  Link("dir", "l2");
+  EXPECT_EQ(ReadThrough("l1/file"), Walk() ? "<refused>" : "inside");
+  Link("loop2", "loop1");
+  Link("loop1", "loop2");
+  absl::Status error;
+  EXPECT_EQ(ReadThrough("loop1/x", &error), "<refused>");
+  EXPECT_EQ(error.code(), absl::StatusCode::kPermissionDenied) << error;
+}
+
+TEST_P(PathGuardTest, AFinalSymlinkToADirectoryOutsideIsAnEscape) {
+  Link("/etc", "etc");
+  for (int flags : {O_RDONLY, O_RDONLY | O_DIRECTORY, O_PATH}) {
+    auto fd = guard_->OpenPath("etc", flags);
+    EXPECT_EQ(fd.status().code(), absl::StatusCode::kPermissionDenied) << flags << fd.status();
+  }
+  EXPECT_EQ(guard_->List("etc").status().code(), absl::StatusCode::kPermissionDenied);
+}
+
+TEST_P(PathGuardTest, DanglingSymlinksDoNotCreateFilesOutside) {
+  Link(outside_ + "/planted", "dangling");
+  Link("../outside/planted2", "dangling_rel");
+  Link("dir/made_inside", "dangling_in");
+  for (const char* name : {"dangling", "dangling_rel", "dangling_in"}) {
+    for (bool exclusive : {false, true}) {
+      auto fd = guard_->CreateFile(name, 0644, exclusive);
+      EXPECT_FALSE(fd.ok()) << name << " was followed";
+    }
+  }
+  EXPECT_NE(access((outside_ + "/planted").c_str(), F_OK), 0);
+  EXPECT_NE(access((outside_ + "/planted2").c_str(), F_OK), 0);
+  EXPECT_NE(access((root_ + "/dir/made_inside").c_str(), F_OK), 0);
+}
+
+TEST_P(PathGuardTest, ProcMagicLinksAreRefusedAsPathComponents) {
+  auto proc = PathGuard::Open("/proc/self", GetParam());
+  ASSERT_TRUE(proc.ok()) << proc.status();
+  for (const char* path : {"root/etc/passwd", "cwd/x", "exe", "fd/0"}) {
+    auto fd = proc->OpenPath(path, O_RDONLY);
+    EXPECT_EQ(fd.status().code(), absl::StatusCode::kPermissionDenied) << path << fd.status();
+  }
+  EXPECT_TRUE(proc->OpenPath("status", O_RDONLY).ok());
+}
+
+TEST_P(PathGuardTest, RecursiveRemoveStopsAtADepthLimit) {
+  ASSERT_TRUE(guard_->Mkdir("deep", 0755, false).ok());
+  UniqueFd dir(open((root_ + "/deep").c_str(), O_RDONLY | O_DIRECTORY));
+  for (int i = 0; i < 300; ++i) {
+    ASSERT_EQ(mkdirat(dir.get(), "d", 0755), 0);
+    dir.Reset(openat(dir.get(), "d", O_RDONLY | O_DIRECTORY));
+  }
+  EXPECT_EQ(guard_->Remove("deep", true).code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// The directory is swapped for a symlink with one atomic RENAME_EXCHANGE, so every instant has
+// one or the other at the path; a plain open() of the same path in the same loop shows that the
+// outside really is reachable during the race.
+void RaceWithExchange(const PathGuard& guard, const std::string& root,
+                      const std::string& link_target) {
+  ASSERT_TRUE(MakeDirs(root + "/swap").ok());
+  ASSERT_TRUE(WriteFileAtomic(root + "/swap/secret", "inside-swap").ok());
+  ASSERT_EQ(symlink(link_target.c_str(), (root + "/other").c_str()), 0);
+  std::atomic<bool> stop{false};
+  std::thread swapper([&] {
+    while (!stop) {
+      renameat2(AT_FDCWD, (root + "/swap").c_str(), AT_FDCWD, (root + "/other").c_str(),
+                RENAME_EXCHANGE);
+    }
+  });
+  int escaped = 0, inside = 0, plain_escaped = 0;
+  auto read_all = [](int fd) {
+    char buf[32] = {};
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    return std::string(buf, n > 0 ? static_cast<size_t>(n) : 0);
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto fd = guard.OpenPath("swap/secret", O_RDONLY);
+    if (fd.ok()) ++(read_all(fd->get()) == "outside" ? escaped : inside);
+    auto parent = guard.OpenParent("swap/secret");
+    if (parent.ok()) {
+      UniqueFd child(openat(parent->dir.get(), parent->name.c_str(), O_RDONLY | O_NOFOLLOW));
+      if (child && read_all(child.get()) == "outside") ++escaped;
+    }
+    UniqueFd plain(open((root + "/swap/secret").c_str(), O_RDONLY | O_CLOEXEC));
+    if (plain && read_all(plain.get()) == "outside") ++plain_escaped;
+  }
+  stop = true;
+  swapper.join();
+  EXPECT_EQ(escaped, 0);
+  EXPECT_GT(inside, 0);
+  EXPECT_GT(plain_escaped, 0) << "the race never exposed the outside; the test proves nothing";
+}
+
+TEST_P(PathGuardTest, ExchangingADirectoryWithAnAbsoluteSymlinkNeverEscapes) {
+  RaceWithExchange(*guard_, root_, outside_);
+}
+
+TEST_P(PathGuardTest, ExchangingADirectoryWithARelativeSymlinkNeverEscapes) {
+  RaceWithExchange(*guard_, root_, "../outside");
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, PathGuardTest,
                          ::testing::Values(ResolveMode::kOpenat2, ResolveMode::kComponentWalk),
                          [](const auto& param_info) {
                            return param_info.param == ResolveMode::kOpenat2 ? "Openat2"
-                                                                             : "ComponentWalk";
+                                                                            : "ComponentWalk";
                          });
 
 }  // namespace
