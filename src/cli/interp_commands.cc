@@ -243,7 +243,8 @@ void AddInterpCommands(CLI::App& app, int* exit_code) {
   run->add_option("script", run_args->script, "The script: the body of an async function")
       ->required();
   run->add_option("--tools", run_args->tools, "Tools the script may call (human_approval, echo)")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->allow_extra_args(false);
   run->add_option("--memory", run_args->memory, "Heap limit (default 32M)");
   run->add_option("--timeout", run_args->timeout, "Execution-time limit (default 5s)");
   run->add_option("--wall-timeout", run_args->wall_timeout,

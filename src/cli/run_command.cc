@@ -217,10 +217,13 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   run->add_option("--allow-degraded", flags->allow_degraded,
                   "Run even if this protection is missing (landlock, cgroup-memory, cgroup-pids, "
                   "cgroup-cpu, swap-accounting); recorded in the result")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->allow_extra_args(false);
   run->add_option("--secret-env", flags->secret_env,
-                  "Redact the value of this environment variable from all output");
-  run->add_option("--secret-file", flags->secret_files, "Redact the contents of this file");
+                  "Redact the value of this environment variable from all output")
+      ->allow_extra_args(false);
+  run->add_option("--secret-file", flags->secret_files, "Redact the contents of this file")
+      ->allow_extra_args(false);
   run->add_option("--log-dir", flags->log_dir, "Where raw logs are kept");
   run->add_option("--tools-dir", flags->tools_dir, "Directory holding airlock-init");
   run->add_option("--operator-policy", flags->operator_policy,

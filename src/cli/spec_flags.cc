@@ -19,8 +19,10 @@ void AddSpecFlags(CLI::App* app, SpecFlags* f) {
   app->add_option("--network", f->network, "Network profile (none)");
   app->add_option("--rootfs", f->rootfs, "Directory to use as the root file system");
   app->add_option("--workspace", f->workspace, "Host directory mounted read-write at /sandbox/workspace");
-  app->add_option("--mount", f->mounts, "Bind mount SRC:DST[:ro|rw] (read-only by default)");
-  app->add_option("--env", f->env, "Environment variable K=V for the command");
+  app->add_option("--mount", f->mounts, "Bind mount SRC:DST[:ro|rw] (read-only by default); repeatable")
+      ->allow_extra_args(false);
+  app->add_option("--env", f->env, "Environment variable K=V for the command; repeatable")
+      ->allow_extra_args(false);
 }
 
 namespace {

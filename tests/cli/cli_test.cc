@@ -60,6 +60,17 @@ TEST_F(CliTest, ExitCodeIsTheCommands) {
   EXPECT_NE(o.err.find("airlock: EXIT_NONZERO · exit 7"), std::string::npos) << o.err;
 }
 
+// Repeatable flags take one value each, so whatever follows `--` belongs to the command, even
+// right after --mount or --env (an option-like argument such as `-c` once ended in exit 2).
+TEST_F(CliTest, EverythingAfterTheSeparatorIsTheCommand) {
+  Outcome o = Airlock(Run("--mount /usr:/opt/usr:ro --env A=1 --env B=2 -- sh -c 'echo $A$B' -c"));
+  EXPECT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_EQ(o.out, "12\n");
+  Outcome dash = Airlock(Run("--env A=1 -- echo --json --env"));
+  EXPECT_EQ(dash.exit_code, 0) << dash.err;
+  EXPECT_EQ(dash.out, "--json --env\n");
+}
+
 TEST_F(CliTest, JsonIsTheCommandResult) {
   Outcome o = Airlock(Run("--json -- sh -c 'echo hello'"));
   EXPECT_EQ(o.exit_code, 0) << o.err;
