@@ -1,0 +1,326 @@
+// The HTTP server against a real client on loopback: routing, the error mapping, keep-alive,
+// limits, streamed bodies both ways, authentication, and the thread-to-coroutine queue.
+#include "http/server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "boost/asio/detached.hpp"
+#include "boost/asio/io_context.hpp"
+#include "boost/asio/thread_pool.hpp"
+#include "common/status.h"
+#include "gtest/gtest.h"
+#include "http/client.h"
+#include "http/errors.h"
+#include "http/stream_queue.h"
+
+namespace airlock::http {
+namespace {
+
+using boost::beast::http::verb;
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void Start(Router router, ServerOptions options = {}) {
+    auto s = Server::Start(std::move(options), std::move(router));
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = std::move(*s);
+    auto c = Client::Create(
+        {.base_url = "http://127.0.0.1:" + std::to_string(server_->port()), .api_key = "k1"});
+    ASSERT_TRUE(c.ok());
+    client_ = std::move(*c);
+  }
+
+  // Sends raw bytes on a fresh connection and returns everything the server answers.
+  std::string Raw(const std::string& bytes) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(server_->port());
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    EXPECT_EQ(::write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+    ::shutdown(fd, SHUT_WR);
+    std::string out;
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(fd, buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
+    ::close(fd);
+    return out;
+  }
+
+  std::unique_ptr<Server> server_;
+  std::unique_ptr<Client> client_;
+};
+
+Router EchoRouter() {
+  Router r;
+  r.Add(verb::get, "/v1/things/{id}", [](Exchange& ex) -> asio::awaitable<void> {
+    nlohmann::json body = {{"id", ex.request().params.at("id")},
+                           {"q", ex.request().Query("q").value_or("")}};
+    co_await ex.RespondJson(200, body);
+  });
+  r.Add(verb::post, "/v1/things/{id}/do:it",
+        [](Exchange& ex) -> asio::awaitable<void> {
+          nlohmann::json body = {{"len", ex.request().body.size()}};
+          co_await ex.RespondJson(201, body);
+        },
+        {.max_body_bytes = 100});
+  r.Add(verb::get, "/v1/fail/{code}", [](Exchange& ex) -> asio::awaitable<void> {
+    std::string c = ex.request().params.at("code");
+    absl::Status s = c == "notfound"   ? NotFound("no such thing")
+                     : c == "bad"      ? InvalidArgument("argv: must not be empty")
+                     : c == "conflict" ? FailedPrecondition("sandbox is Paused")
+                                       : Internal("secret detail");
+    co_await ex.RespondError(s);
+  });
+  r.Add(verb::get, "/v1/silent", [](Exchange&) -> asio::awaitable<void> { co_return; });
+  return r;
+}
+
+TEST(PercentDecodeTest, DecodesAndRefuses) {
+  EXPECT_EQ(PercentDecode("a%20b%2Fc", false), "a b/c");
+  EXPECT_EQ(PercentDecode("a+b", true), "a b");
+  EXPECT_EQ(PercentDecode("a+b", false), "a+b");
+  EXPECT_EQ(PercentDecode("a%2", false), std::nullopt);
+  EXPECT_EQ(PercentDecode("a%zz", false), std::nullopt);
+  EXPECT_EQ(PercentDecode("a%00b", false), std::nullopt);
+}
+
+TEST_F(ServerTest, RoutesCaptureParamsAndQueries) {
+  Start(EchoRouter());
+  auto r = client_->Send(verb::get, "/v1/things/sb-42?q=a%20b&x=1");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 200);
+  auto j = nlohmann::json::parse(r->body);
+  EXPECT_EQ(j["id"], "sb-42");
+  EXPECT_EQ(j["q"], "a b");
+  EXPECT_FALSE(r->Header("X-Request-Id").empty());
+  auto p = client_->Send(verb::post, "/v1/things/sb-1/do:it", "hello", "application/json");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->status, 201);
+  EXPECT_EQ(nlohmann::json::parse(p->body)["len"], 5);
+}
+
+TEST_F(ServerTest, ErrorsAreMappedInOnePlaceWithABody) {
+  Start(EchoRouter());
+  struct Case {
+    std::string target;
+    int status;
+    std::string code;
+  } cases[] = {
+      {"/v1/nothing", 404, "not_found"},         {"/v1/fail/notfound", 404, "not_found"},
+      {"/v1/fail/bad", 422, "invalid_argument"}, {"/v1/fail/conflict", 409, "failed_precondition"},
+      {"/v1/fail/internal", 500, "internal"},    {"/v1/silent", 500, "internal"}};
+  for (const Case& c : cases) {
+    auto r = client_->Send(verb::get, c.target, {}, {}, {{"X-Request-Id", "trace-7"}});
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->status, c.status) << c.target;
+    auto j = nlohmann::json::parse(r->body);
+    EXPECT_EQ(j["code"], c.code) << c.target;
+    EXPECT_EQ(j["request_id"], "trace-7");
+    EXPECT_FALSE(j["message"].get<std::string>().empty());
+  }
+  // An internal error never shows its detail.
+  auto r = client_->Send(verb::get, "/v1/fail/internal");
+  EXPECT_EQ(r->body.find("secret detail"), std::string::npos) << r->body;
+  // A known path with another method.
+  auto m = client_->Send(verb::delete_, "/v1/things/sb-1");
+  EXPECT_EQ(m->status, 405);
+  EXPECT_EQ(nlohmann::json::parse(m->body)["code"], "method_not_allowed");
+}
+
+TEST_F(ServerTest, OversizedBodiesAre413AndTheConnectionRecovers) {
+  Start(EchoRouter());
+  auto r = client_->Send(verb::post, "/v1/things/x/do:it", std::string(101, 'a'), "text/plain");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 413);
+  EXPECT_EQ(nlohmann::json::parse(r->body)["code"], "payload_too_large");
+  // Chunked, so the server learns the size only while reading.
+  int calls = 0;
+  auto u = client_->Upload(
+      verb::post, "/v1/things/x/do:it",
+      [&]() -> absl::StatusOr<std::string> {
+        return ++calls <= 3 ? std::string(60, 'b') : std::string();
+      },
+      "text/plain");
+  ASSERT_TRUE(u.ok()) << u.status();
+  EXPECT_EQ(u->status, 413);
+  auto ok = client_->Send(verb::get, "/v1/things/again");
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->status, 200);
+}
+
+TEST_F(ServerTest, KeepAliveServesManyRequestsOnOneConnection) {
+  Start(EchoRouter());
+  for (int i = 0; i < 50; ++i) {
+    auto r = client_->Send(verb::get, "/v1/things/" + std::to_string(i));
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r->status, 200);
+  }
+  EXPECT_EQ(server_->open_connections(), 1u);
+}
+
+TEST_F(ServerTest, GarbageAndHugeHeadsGetClearAnswers) {
+  Start(EchoRouter());
+  std::string huge =
+      "GET /v1/things/1 HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(20000, 'a') + "\r\n\r\n";
+  EXPECT_EQ(Raw(huge).rfind("HTTP/1.1 431", 0), 0u);
+  std::string bad_target = "GET /v1/things/%zz HTTP/1.1\r\nHost: x\r\n\r\n";
+  EXPECT_EQ(Raw(bad_target).rfind("HTTP/1.1 400", 0), 0u);
+  EXPECT_EQ(Raw("\x16\x03\x01 not http at all\r\n\r\n"), "");  // closed without an answer
+}
+
+TEST_F(ServerTest, AuthenticationRunsBeforeProtectedRoutesOnly) {
+  Router r = EchoRouter();
+  r.Add(
+      verb::get, "/healthz",
+      [](Exchange& ex) -> asio::awaitable<void> { co_await ex.Respond(200, "text/plain", "ok\n"); },
+      {.authenticated = false});
+  r.Add(verb::get, "/v1/whoami", [](Exchange& ex) -> asio::awaitable<void> {
+    nlohmann::json body = {{"principal", ex.principal()}};
+    co_await ex.RespondJson(200, body);
+  });
+  ServerOptions o;
+  o.authenticate = [](Exchange& ex) -> absl::Status {
+    std::string auth = ex.request().Header("Authorization");
+    if (auth.empty()) {
+      return WithReason(absl::UnauthenticatedError("missing Authorization: Bearer <api key>"),
+                        Reason::kUnauthenticated);
+    }
+    if (auth != "Bearer k1") return absl::UnauthenticatedError("unknown API key");
+    ex.set_principal("user-1");
+    return absl::OkStatus();
+  };
+  Start(std::move(r), o);
+  auto who = client_->Send(verb::get, "/v1/whoami");
+  EXPECT_EQ(nlohmann::json::parse(who->body)["principal"], "user-1");
+  auto anon = Client::Create({.base_url = "http://127.0.0.1:" + std::to_string(server_->port())});
+  auto denied = (*anon)->Send(verb::get, "/v1/whoami");
+  EXPECT_EQ(denied->status, 401);
+  EXPECT_EQ((*anon)->Send(verb::get, "/healthz")->status, 200);
+  auto wrong = Client::Create(
+      {.base_url = "http://127.0.0.1:" + std::to_string(server_->port()), .api_key = "k2"});
+  EXPECT_EQ((*wrong)->Send(verb::get, "/v1/whoami")->status, 401);
+}
+
+TEST_F(ServerTest, StreamsFromAThreadThroughTheQueue) {
+  boost::asio::thread_pool pool(2);
+  Router r;
+  r.Add(verb::get, "/v1/stream", [&pool](Exchange& ex) -> asio::awaitable<void> {
+    auto q = std::make_shared<StreamQueue<std::string>>(ex.executor(), 4);
+    boost::asio::post(pool, [q] {
+      for (int i = 0; i < 100; ++i) {
+        if (!q->Push("event " + std::to_string(i) + "\n")) return;
+      }
+      q->Close();
+    });
+    co_await ex.BeginStream(200, "text/event-stream");
+    while (auto item = co_await q->Pop()) {
+      if (!co_await ex.Write(*item)) {
+        q->Abandon();
+        break;
+      }
+    }
+    co_await ex.EndStream();
+  });
+  Start(std::move(r));
+  std::string got;
+  auto s = client_->SendStreaming(verb::get, "/v1/stream", {}, {}, [&](std::string_view d) {
+    got.append(d);
+    return true;
+  });
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->status, 200);
+  std::string expected;
+  for (int i = 0; i < 100; ++i) expected += "event " + std::to_string(i) + "\n";
+  EXPECT_EQ(got, expected);  // every item, in order, through a queue of 4
+  // The connection is still usable after a complete chunked response.
+  auto again = client_->SendStreaming(verb::get, "/v1/stream", {}, {}, [](std::string_view) {
+    return false;  // the client leaves after the first chunk
+  });
+  ASSERT_TRUE(again.ok());
+  pool.join();  // the producer noticed the client left (Push returned false) and ended
+}
+
+TEST_F(ServerTest, StreamedRequestBodiesArriveInChunks) {
+  Router r;
+  r.Add(verb::put, "/v1/upload",
+        [](Exchange& ex) -> asio::awaitable<void> {
+          size_t total = 0;
+          for (;;) {
+            absl::StatusOr<std::string> chunk = co_await ex.ReadBodyChunk();
+            if (!chunk.ok()) {
+              co_await ex.RespondError(chunk.status());
+              co_return;
+            }
+            if (chunk->empty()) break;
+            total += chunk->size();
+          }
+          nlohmann::json body = {{"bytes", total}};
+          co_await ex.RespondJson(200, body);
+        },
+        {.max_body_bytes = 8 << 20, .stream_body = true});
+  Start(std::move(r));
+  int n = 0;
+  auto u = client_->Upload(
+      verb::put, "/v1/upload",
+      [&]() -> absl::StatusOr<std::string> {
+        return ++n <= 64 ? std::string(100000, 'x') : std::string();
+      },
+      "application/octet-stream");
+  ASSERT_TRUE(u.ok()) << u.status();
+  EXPECT_EQ(u->status, 200);
+  EXPECT_EQ(nlohmann::json::parse(u->body)["bytes"], 6400000);
+  n = 0;
+  auto big = client_->Upload(
+      verb::put, "/v1/upload",
+      [&]() -> absl::StatusOr<std::string> {
+        return ++n <= 100 ? std::string(100000, 'x') : std::string();
+      },
+      "application/octet-stream");
+  ASSERT_TRUE(big.ok()) << big.status();
+  EXPECT_EQ(big->status, 413);
+  // Content-Length over the limit is refused before the body is read.
+  auto cl = client_->Send(verb::put, "/v1/upload", std::string(9 << 20, 'y'), "text/plain");
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_EQ(cl->status, 413);
+}
+
+TEST_F(ServerTest, ExpectContinueIsAnswered) {
+  Start(EchoRouter());
+  std::string out =
+      Raw("POST /v1/things/1/do:it HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n"
+          "Expect: 100-continue\r\nConnection: close\r\n\r\nabc");
+  EXPECT_EQ(out.rfind("HTTP/1.1 100 Continue", 0), 0u) << out;
+  EXPECT_NE(out.find("HTTP/1.1 201"), std::string::npos) << out;
+}
+
+TEST(RunBlockingTest, ReturnsTheValueOnTheCallersExecutor) {
+  boost::asio::io_context ioc;
+  boost::asio::thread_pool pool(1);
+  std::thread::id caller, worker;
+  int value = 0;
+  boost::asio::co_spawn(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        caller = std::this_thread::get_id();
+        value = co_await RunBlocking(pool.get_executor(), [&] {
+          worker = std::this_thread::get_id();
+          return 42;
+        });
+        EXPECT_EQ(std::this_thread::get_id(), caller);
+      },
+      boost::asio::detached);
+  ioc.run();
+  pool.join();
+  EXPECT_EQ(value, 42);
+  EXPECT_NE(caller, worker);
+}
+
+}  // namespace
+}  // namespace airlock::http
