@@ -4,6 +4,7 @@
 #include <linux/sched.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -12,10 +13,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <optional>
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <optional>
 
 #include "command/capture.h"
 #include "command/finish.h"
@@ -164,7 +165,8 @@ absl::Status WriteIdMaps(pid_t pid, int pidfd, uid_t uid, gid_t gid, uid_t host_
   UniqueFd dir(::open(proc.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!dir) return ErrnoStatus(errno, fmt::format("open {}", proc));
   if (internal::PidfdSendSignal(pidfd, 0) != 0) {
-    return ErrnoStatus(errno, "the sandbox's first process vanished before its uid map was written");
+    return ErrnoStatus(errno,
+                       "the sandbox's first process vanished before its uid map was written");
   }
   for (const auto& [file, line] : {std::pair<const char*, std::string>{"setgroups", "deny"},
                                    {"gid_map", fmt::format("{} {} 1\n", gid, host_gid)},
@@ -218,13 +220,14 @@ std::vector<init::Rlimit> CommandRlimits(const spec::SandboxSpec& s) {
   };
 }
 
-bool ReadAvailable(int fd, OutputCapture* capture, OutputCapture::Stream stream, bool* eof) {
+template <typename Deliver>
+bool ReadAvailable(int fd, OutputCapture::Stream stream, Deliver& deliver, bool* eof) {
   char buf[65536];
   // Bounded per wake-up so one stream cannot starve the other or the deadline check.
   for (int i = 0; i < 16; ++i) {
     ssize_t n = ::read(fd, buf, sizeof(buf));
     if (n > 0) {
-      capture->Add(stream, std::string_view(buf, static_cast<size_t>(n)));
+      deliver(stream, std::string_view(buf, static_cast<size_t>(n)));
       continue;
     }
     if (n == 0) *eof = true;
@@ -283,9 +286,9 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
           "one; library callers set SandboxOptions::egress)",
           spec::ToString(options.spec.network.profile)));
     }
-    ASSIGN_OR_RETURN(policy,
-                     netproxy::Policy::Compile(options.spec.network, options.egress.operator_policy),
-                     "network policy");
+    ASSIGN_OR_RETURN(
+        policy, netproxy::Policy::Compile(options.spec.network, options.egress.operator_policy),
+        "network policy");
   }
   ASSIGN_OR_RETURN(std::vector<std::string> degraded,
                    CheckHost(options.spec, *options.cgroups, options.allow_degraded));
@@ -305,7 +308,7 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
 
   std::unique_ptr<NativeSandbox> sb(new NativeSandbox());
   sb->options_ = std::move(options);
-  sb->id_ = SandboxId::New();
+  sb->id_ = sb->options_.id.empty() ? SandboxId::New() : sb->options_.id;
   sb->degraded_ = std::move(degraded);
   const spec::SandboxSpec& s = sb->options_.spec;
 
@@ -336,9 +339,9 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
     // The proxy's socket for this sandbox, bound into it at /run/egress.sock; the run directory
     // (mode 0700) keeps it out of reach of everything else on the host.
     in.egress_socket = sb->run_dir_ + "/egress.sock";
-    RETURN_IF_ERROR(sb->options_.egress.proxy->AddSandbox(sb->id_, *std::move(policy),
-                                                          in.egress_socket),
-                    "egress proxy");
+    RETURN_IF_ERROR(
+        sb->options_.egress.proxy->AddSandbox(sb->id_, *std::move(policy), in.egress_socket),
+        "egress proxy");
     sb->egress_active_ = true;
   }
   ASSIGN_OR_RETURN(setup.plan, internal::BuildPlan(in, &setup.owned_fds), "plan sandbox mounts");
@@ -353,9 +356,10 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
   ASSIGN_OR_RETURN(sb->seccomp_filter_, internal::BuildSeccompFilter(), "build seccomp filter");
   sb->timings_.prepare = Since(t0);
 
-  RETURN_IF_ERROR(sb->Start(setup), fmt::format("start sandbox {}", sb->id_.value()));
+  RETURN_IF_ERROR(sb->Launch(setup), fmt::format("start sandbox {}", sb->id_.value()));
   RETURN_IF_ERROR(sb->WaitReady(milliseconds(10000)),
                   fmt::format("start sandbox {}", sb->id_.value()));
+  sb->control_reader_ = std::thread([raw = sb.get()] { raw->ReadControl(); });
   if (sb->egress_active_) {
     RETURN_IF_ERROR(sb->StartForwarder(), fmt::format("start sandbox {}", sb->id_.value()));
   }
@@ -365,7 +369,7 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
   return sb;
 }
 
-absl::Status NativeSandbox::Start(Setup& setup) {
+absl::Status NativeSandbox::Launch(Setup& setup) {
   auto t0 = Clock::now();
   int control[2], sync[2], error[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, control) != 0) {
@@ -472,9 +476,13 @@ absl::Status NativeSandbox::StartForwarder() {
                        UniqueFd(::open("/dev/null", O_WRONLY | O_CLOEXEC))};
   init::SpawnRequest req;
   req.id = 0;
-  req.argv = {"/sandbox/tools/airlock-forwarder", "--listen",
-              fmt::format("127.0.0.1:{}", options_.egress.port), "--socket", "/run/egress.sock",
-              "--ready-fd", "1"};
+  req.argv = {"/sandbox/tools/airlock-forwarder",
+              "--listen",
+              fmt::format("127.0.0.1:{}", options_.egress.port),
+              "--socket",
+              "/run/egress.sock",
+              "--ready-fd",
+              "1"};
   req.cwd = "/";
   req.rlimits = CommandRlimits(options_.spec);
   req.seccomp_filter = seccomp_filter_;
@@ -502,8 +510,8 @@ absl::Status NativeSandbox::UpdateNetworkPolicy(const spec::Network& network,
   return absl::OkStatus();
 }
 
-absl::StatusOr<pid_t> NativeSandbox::Spawn(const init::SpawnRequest& request,
-                                           UniqueFd (&stdio)[3], Cgroup& cgroup) {
+absl::StatusOr<pid_t> NativeSandbox::Spawn(const init::SpawnRequest& request, UniqueFd (&stdio)[3],
+                                           Cgroup& cgroup, std::shared_ptr<ExitSlot> exit_slot) {
   // On cgroup v1 the process moves itself into its cgroup: a migration from here would take the
   // kernel's global cgroup lock, whose first use waits for an RCU grace period. On v2 (where
   // airlock-init, confined to its own cgroup namespace, may not clone into a sibling) we move it
@@ -519,173 +527,380 @@ absl::StatusOr<pid_t> NativeSandbox::Spawn(const init::SpawnRequest& request,
   if (fds_out.size() > static_cast<size_t>(init::kMaxFds)) {
     return Internal("too many cgroup hierarchies to pass to airlock-init");
   }
-  if (int e = init::SendMessage(control_.get(), init::MessageType::kSpawn, init::EncodeSpawn(req),
-                                fds_out.data(), static_cast<int>(fds_out.size()));
-      e != 0) {
-    return ErrnoStatus(e, "send spawn request to airlock-init");
+  // One spawn at a time: airlock-init answers requests in order, and the control reader hands
+  // its answer to whoever waits here.
+  std::lock_guard spawn_lock(spawn_mu_);
+  {
+    std::lock_guard lock(control_mu_);
+    if (init_gone_) return absl::UnavailableError("airlock-init has exited; the sandbox is gone");
+    spawned_reply_.reset();
+    if (int e = init::SendMessage(control_.get(), init::MessageType::kSpawn, init::EncodeSpawn(req),
+                                  fds_out.data(), static_cast<int>(fds_out.size()));
+        e != 0) {
+      return ErrnoStatus(e, "send spawn request to airlock-init");
+    }
   }
   for (UniqueFd& fd : stdio) fd.Reset();
   entry.fds.clear();
 
   // The reply carries a pidfd of the new process; it waits until we have put it in its cgroup.
-  init::MessageType type;
-  std::string payload;
-  int fds[init::kMaxFds];
-  int nfds = 0;
-  if (int e = init::ReceiveMessage(control_.get(), &type, &payload, fds, &nfds); e != 0) {
-    return ErrnoStatus(e < 0 ? EPIPE : e, "airlock-init");
+  std::pair<std::string, std::vector<UniqueFd>> reply;
+  {
+    std::unique_lock lock(control_mu_);
+    if (!spawned_cv_.wait_for(lock, std::chrono::seconds(30),
+                              [&] { return spawned_reply_.has_value() || init_gone_; })) {
+      return absl::DeadlineExceededError("airlock-init did not answer a spawn request in 30 s");
+    }
+    if (!spawned_reply_) return absl::UnavailableError("airlock-init exited during a spawn");
+    reply = std::move(*spawned_reply_);
+    spawned_reply_.reset();
   }
-  std::vector<UniqueFd> received;
-  for (int i = 0; i < nfds; ++i) received.emplace_back(fds[i]);
-  init::Reader reply(payload);
-  reply.U64();
-  int spawn_errno = reply.I32();
-  pid_t ns_pid = reply.I32();
-  if (type != init::MessageType::kSpawned || !reply.done()) {
-    return Internal("airlock-init sent an unexpected reply to a spawn request");
-  }
+  init::Reader r(reply.first);
+  r.U64();
+  int spawn_errno = r.I32();
+  pid_t ns_pid = r.I32();
+  if (!r.done()) return Internal("airlock-init sent an unexpected reply to a spawn request");
   if (spawn_errno != 0) return ErrnoStatus(spawn_errno, "airlock-init could not fork");
-  if (received.size() != 1) return Internal("airlock-init sent no pidfd");
+  if (reply.second.size() != 1) return Internal("airlock-init sent no pidfd");
   if (!self_join) {
-    ASSIGN_OR_RETURN(pid_t host_pid, PidFromPidfd(received[0].get()), "locate the new process");
+    ASSIGN_OR_RETURN(pid_t host_pid, PidFromPidfd(reply.second[0].get()), "locate the new process");
     RETURN_IF_ERROR(cgroup.AddProcess(host_pid), "place the new process in its cgroup");
   }
   init::Writer start;
   start.I32(ns_pid);
+  std::lock_guard lock(control_mu_);
+  // Registered before kStart: the process cannot exit before it has been released.
+  if (exit_slot) exits_[ns_pid] = std::move(exit_slot);
   if (int e = init::SendMessage(control_.get(), init::MessageType::kStart, start.data()); e != 0) {
+    exits_.erase(ns_pid);
     return ErrnoStatus(e, "release the new process");
   }
   return ns_pid;
 }
 
-absl::StatusOr<CommandResult> NativeSandbox::Exec(const CommandSpec& command,
-                                                  const ExecOptions& options) {
+void NativeSandbox::ReadControl() {
+  for (;;) {
+    init::MessageType type;
+    std::string payload;
+    int fds[init::kMaxFds];
+    int nfds = 0;
+    int e = init::ReceiveMessage(control_.get(), &type, &payload, fds, &nfds);
+    std::vector<UniqueFd> received;
+    for (int i = 0; i < nfds; ++i) received.emplace_back(fds[i]);
+    if (e != 0) break;
+    if (type == init::MessageType::kSpawned) {
+      std::lock_guard lock(control_mu_);
+      spawned_reply_.emplace(std::move(payload), std::move(received));
+      spawned_cv_.notify_all();
+    } else if (type == init::MessageType::kExited) {
+      init::Reader r(payload);
+      pid_t pid = r.I32();
+      int status = r.I32();
+      int stage = r.I32();
+      int serr = r.I32();
+      if (!r.done()) continue;
+      std::lock_guard lock(control_mu_);
+      auto it = exits_.find(pid);
+      if (it == exits_.end()) continue;  // the forwarder, or a command nobody waits for
+      ExitSlot& slot = *it->second;
+      slot.exited = true;
+      slot.wait_status = status;
+      slot.stage = static_cast<init::SetupStage>(stage);
+      slot.setup_errno = serr;
+      uint64_t one = 1;
+      (void)!::write(slot.event.get(), &one, sizeof(one));
+      exits_.erase(it);
+    }
+  }
+  std::lock_guard lock(control_mu_);
+  init_gone_ = true;
+  for (auto& [pid, slot] : exits_) {
+    slot->init_gone = true;
+    uint64_t one = 1;
+    (void)!::write(slot->event.get(), &one, sizeof(one));
+  }
+  exits_.clear();
+  spawned_cv_.notify_all();
+}
+
+absl::Status NativeSandbox::SendSignal(pid_t pid, int signal) {
+  init::Writer w;
+  w.I32(pid);
+  w.I32(signal);
+  std::lock_guard lock(control_mu_);
+  if (init_gone_) return absl::UnavailableError("airlock-init has exited; the sandbox is gone");
+  if (int e = init::SendMessage(control_.get(), init::MessageType::kSignal, w.data()); e != 0) {
+    return ErrnoStatus(e, "send signal request to airlock-init");
+  }
+  return absl::OkStatus();
+}
+
+void NativeSandbox::RecordTimings(const Timings& command) {
+  std::lock_guard lock(timings_mu_);
+  timings_.spawn = command.spawn;
+  timings_.run = command.run;
+  timings_.finish = command.finish;
+}
+
+absl::Status NativeSandbox::Pause() {
+  if (destroyed_) return FailedPrecondition("sandbox was destroyed");
+  std::lock_guard lock(cgroup_mu_);
+  RETURN_IF_ERROR(cgroup_->Freeze(), "pause sandbox");
+  paused_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status NativeSandbox::Resume() {
+  if (destroyed_) return FailedPrecondition("sandbox was destroyed");
+  std::lock_guard lock(cgroup_mu_);
+  RETURN_IF_ERROR(cgroup_->Thaw(), "resume sandbox");
+  paused_ = false;
+  return absl::OkStatus();
+}
+
+struct RunningCommand::State {
+  NativeSandbox* sandbox = nullptr;
+  CommandSpec command;
+  ExecOptions options;
+  std::optional<Redactor> redactor;
+  CommandResult result;
+  std::unique_ptr<Cgroup> cg;
+  UniqueFd out_r, err_r, in_w;
+  std::string raw_path;
+  UniqueFd raw;
+  std::optional<OutputCapture> capture;
+  std::optional<StreamRedactor> live[2];
+  std::shared_ptr<NativeSandbox::ExitSlot> exit;
+  UniqueFd kill_event;  // eventfd: Kill() asks the waiting loop to kill the tree
+  pid_t ns_pid = -1;
+  uint64_t egress_mark = 0;
+  Clock::time_point t_start;
+  Timings timings;
+  bool waited = false;
+};
+
+RunningCommand::RunningCommand(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+RunningCommand::~RunningCommand() {
+  if (state_ && !state_->waited) {
+    Kill();
+    if (absl::StatusOr<CommandResult> r = Wait(); !r.ok()) {
+      Log().Warn("abandoned command",
+                 {{"command", state_->result.command_id.value()}, {"error", Message(r.status())}});
+    }
+  }
+}
+
+const CommandId& RunningCommand::id() const { return state_->result.command_id; }
+pid_t RunningCommand::pid() const { return state_->ns_pid; }
+
+absl::Status RunningCommand::Signal(int signal) {
+  return state_->sandbox->SendSignal(state_->ns_pid, signal);
+}
+
+void RunningCommand::Kill() {
+  uint64_t one = 1;
+  (void)!::write(state_->kill_event.get(), &one, sizeof(one));
+}
+
+absl::StatusOr<std::unique_ptr<RunningCommand>> NativeSandbox::Start(const CommandSpec& command,
+                                                                     const ExecOptions& options) {
   if (destroyed_) return FailedPrecondition("sandbox was destroyed");
   if (command.argv.empty()) return InvalidArgument("command: empty argv");
   const spec::SandboxSpec& s = options_.spec;
-  auto t0 = Clock::now();
+  auto st = std::make_unique<RunningCommand::State>();
+  st->t_start = Clock::now();
+  st->sandbox = this;
+  st->command = command;
+  st->options = options;
   // Refused secrets (too short to redact safely) fail the call before anything runs.
-  ASSIGN_OR_RETURN(Redactor redactor, RedactorFor(options.secrets), "secret values");
-  CommandResult result;
-  result.command_id = CommandId::New();
-  result.degraded = degraded_;
-  std::string cmd_name = fmt::format("cmd-{}", next_command_++);
-  ASSIGN_OR_RETURN(std::unique_ptr<Cgroup> cg, cgroup_->CreateChild(cmd_name),
-                   "create command cgroup");
+  ASSIGN_OR_RETURN(st->redactor, RedactorFor(options.secrets), "secret values");
+  if (options.on_output) {
+    st->live[0].emplace(*st->redactor);
+    st->live[1].emplace(*st->redactor);
+  }
+  st->result.command_id = options.command_id.empty() ? CommandId::New() : options.command_id;
+  st->result.degraded = degraded_;
+  int number = next_command_++;
+  {
+    std::lock_guard lock(cgroup_mu_);
+    ASSIGN_OR_RETURN(st->cg, cgroup_->CreateChild(fmt::format("cmd-{}", number)),
+                     "create command cgroup");
+  }
   // The command's own limits equal the sandbox's, so an OOM kill or a refused fork is counted
   // in the command's cgroup, where we read it.
   CgroupLimits limits;
   if (!Allowed(degraded_, "cgroup-memory")) limits.memory_bytes = s.resources.memory_mb << 20;
   if (!Allowed(degraded_, "cgroup-pids")) limits.pids_max = s.process.pids_limit;
-  RETURN_IF_ERROR(cg->SetLimits(limits), "set command cgroup limits");
+  if (absl::Status l = st->cg->SetLimits(limits); !l.ok()) {
+    (void)st->cg->Destroy();
+    return Annotate(l, "set command cgroup limits");
+  }
+  auto destroy_cgroup = [&] { (void)st->cg->Destroy(); };
 
   int out[2], err[2], in[2] = {-1, -1};  // NOLINT
-  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) return ErrnoStatus(errno, "pipe");
-  UniqueFd out_r(out[0]), out_w(out[1]), err_r(err[0]), err_w(err[1]);
-  UniqueFd in_r, in_w;
+  if (::pipe2(out, O_CLOEXEC) != 0) {
+    destroy_cgroup();
+    return ErrnoStatus(errno, "pipe");
+  }
+  st->out_r.Reset(out[0]);
+  UniqueFd out_w(out[1]);
+  if (::pipe2(err, O_CLOEXEC) != 0) {
+    destroy_cgroup();
+    return ErrnoStatus(errno, "pipe");
+  }
+  st->err_r.Reset(err[0]);
+  UniqueFd err_w(err[1]);
+  UniqueFd in_r;
   if (command.stdin_data.empty()) {
     in_r.Reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-    if (!in_r) return ErrnoStatus(errno, "open /dev/null");
-  } else {
-    if (::pipe2(in, O_CLOEXEC) != 0) return ErrnoStatus(errno, "pipe");
+  } else if (::pipe2(in, O_CLOEXEC) == 0) {
     in_r.Reset(in[0]);
-    in_w.Reset(in[1]);
-    ::fcntl(in_w.get(), F_SETFL, O_NONBLOCK);
+    st->in_w.Reset(in[1]);
+    ::fcntl(st->in_w.get(), F_SETFL, O_NONBLOCK);
   }
+  st->kill_event.Reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  auto exit_slot = std::make_shared<ExitSlot>();
+  exit_slot->event.Reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!in_r || !st->kill_event || !exit_slot->event) {
+    destroy_cgroup();
+    return ErrnoStatus(errno, "command descriptors");
+  }
+  st->exit = exit_slot;
   // Large pipes let a chatty command run at full speed.
   ::fcntl(out_w.get(), F_SETPIPE_SZ, 1 << 20);
   ::fcntl(err_w.get(), F_SETPIPE_SZ, 1 << 20);
-  ::fcntl(out_r.get(), F_SETFL, O_NONBLOCK);
-  ::fcntl(err_r.get(), F_SETFL, O_NONBLOCK);
+  ::fcntl(st->out_r.get(), F_SETFL, O_NONBLOCK);
+  ::fcntl(st->err_r.get(), F_SETFL, O_NONBLOCK);
+
+  // Output goes to a private file first; the kept log is written redacted when the command ends.
+  st->raw_path = fmt::format("{}/{}.raw", run_dir_, st->result.command_id.value());
+  st->raw.Reset(::open(st->raw_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (!st->raw) {
+    destroy_cgroup();
+    return ErrnoStatus(errno, fmt::format("create {}", st->raw_path));
+  }
+  st->capture.emplace(st->raw.get(), s.resources.max_log_bytes);
 
   init::SpawnRequest req;
-  req.id = static_cast<uint64_t>(next_command_);
+  req.id = static_cast<uint64_t>(number);
   req.argv = command.argv;
   req.env = CommandEnv(s, command, egress_active_ ? options_.egress.port : 0);
   req.cwd = command.workdir.empty() ? s.workdir : command.workdir;
   req.rlimits = CommandRlimits(s);
   req.seccomp_filter = seccomp_filter_;
   UniqueFd stdio[3] = {std::move(in_r), std::move(out_w), std::move(err_w)};
-  uint64_t egress_mark =
+  st->egress_mark =
       egress_active_ && options_.egress.blocked ? options_.egress.blocked->Mark(id_) : 0;
-  ASSIGN_OR_RETURN(pid_t ns_pid, Spawn(req, stdio, *cg), "start command");
-  timings_.spawn = Since(t0);
+  absl::StatusOr<pid_t> pid = Spawn(req, stdio, *st->cg, exit_slot);
+  if (!pid.ok()) {
+    (void)::unlink(st->raw_path.c_str());
+    destroy_cgroup();
+    return Annotate(pid.status(), "start command");
+  }
+  st->ns_pid = *pid;
+  st->timings.spawn = Since(st->t_start);
+  return std::unique_ptr<RunningCommand>(new RunningCommand(std::move(st)));
+}
 
-  // Output goes to a private file first; the kept log is written redacted when the command ends.
+absl::StatusOr<CommandResult> RunningCommand::Wait() {
+  State& st = *state_;
+  if (st.waited) return FailedPrecondition("command was already waited for");
+  st.waited = true;
+  NativeSandbox& sb = *st.sandbox;
+  const spec::SandboxSpec& s = sb.options_.spec;
+  CommandResult& result = st.result;
+  OutputCapture& capture = *st.capture;
   auto t_run = Clock::now();
-  std::string raw_path = fmt::format("{}/{}.raw", run_dir_, result.command_id.value());
-  UniqueFd raw(::open(raw_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-  if (!raw) return ErrnoStatus(errno, fmt::format("create {}", raw_path));
-  OutputCapture capture(raw.get(), s.resources.max_log_bytes);
-
-  milliseconds timeout = command.timeout.value_or(milliseconds(s.resources.command_timeout_seconds * 1000));
-  auto deadline = t_run + timeout;
+  milliseconds timeout =
+      st.command.timeout.value_or(milliseconds(s.resources.command_timeout_seconds * 1000));
+  auto deadline = st.t_start + timeout;
   bool out_eof = false, err_eof = false, exited = false, output_killed = false;
-  bool cpu_exceeded = false, tree_killed = false;
+  bool cpu_exceeded = false, tree_killed = false, init_gone = false;
   int wait_status = 0;
   init::SetupStage setup_stage = init::SetupStage::kNone;
   int setup_errno = 0;
   size_t stdin_written = 0;
-  Clock::time_point exit_time;
+  Clock::time_point exit_time, last_kill;
   auto kill_tree = [&]() {
     if (tree_killed) return;
     tree_killed = true;
-    if (absl::Status k = cg->Kill(); !k.ok()) {
-      Log().Warn("kill command tree", {{"sandbox", id_.value()}, {"error", Message(k)}});
+    last_kill = Clock::now();
+    if (absl::Status k = st.cg->Kill(); !k.ok()) {
+      Log().Warn("kill command tree", {{"sandbox", sb.id_.value()}, {"error", Message(k)}});
+    }
+  };
+  std::string redacted;
+  auto deliver = [&](OutputCapture::Stream stream, std::string_view data) {
+    capture.Add(stream, data);
+    if (st.live[stream]) {
+      redacted.clear();
+      st.live[stream]->Write(data, &redacted);
+      if (!redacted.empty()) st.options.on_output(stream, redacted);
     }
   };
 
-  init::MessageType type;
-  std::string payload;
-  int fds[init::kMaxFds];
-  int nfds = 0;
   for (;;) {
-    if (exited && (out_eof || !out_r) && (err_eof || !err_r)) break;
-    if (exited && !tree_killed && !options.keep_background) kill_tree();
+    if (exited && (out_eof || !st.out_r) && (err_eof || !st.err_r)) break;
+    if (exited && !tree_killed && !st.options.keep_background) kill_tree();
     if (exited && Clock::now() - exit_time > milliseconds(200)) break;  // background writers
-    struct pollfd p[4];
+    struct pollfd p[5];
     int np = 0;
-    int idx_out = -1, idx_err = -1, idx_ctl = -1, idx_in = -1;
-    if (!out_eof) { idx_out = np; p[np++] = {out_r.get(), POLLIN, 0}; }
-    if (!err_eof) { idx_err = np; p[np++] = {err_r.get(), POLLIN, 0}; }
-    if (!exited) { idx_ctl = np; p[np++] = {control_.get(), POLLIN, 0}; }
-    if (in_w) { idx_in = np; p[np++] = {in_w.get(), POLLOUT, 0}; }
-    auto now = Clock::now();
-    auto wait = std::chrono::duration_cast<milliseconds>(deadline - now);
+    int idx_out = -1, idx_err = -1, idx_exit = -1, idx_in = -1, idx_kill = -1;
+    if (!out_eof) {
+      idx_out = np;
+      p[np++] = {st.out_r.get(), POLLIN, 0};
+    }
+    if (!err_eof) {
+      idx_err = np;
+      p[np++] = {st.err_r.get(), POLLIN, 0};
+    }
+    if (!exited) {
+      idx_exit = np;
+      p[np++] = {st.exit->event.get(), POLLIN, 0};
+    }
+    if (st.in_w) {
+      idx_in = np;
+      p[np++] = {st.in_w.get(), POLLOUT, 0};
+    }
+    if (!tree_killed) {
+      idx_kill = np;
+      p[np++] = {st.kill_event.get(), POLLIN, 0};
+    }
+    auto wait = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
     int poll_ms = static_cast<int>(std::clamp<int64_t>(wait.count(), 0, 100));
     if (exited) poll_ms = 20;
     int rc = ::poll(p, static_cast<nfds_t>(np), poll_ms);
     if (rc < 0 && errno != EINTR) return ErrnoStatus(errno, "poll");
     if (rc > 0) {
       if (idx_out >= 0 && p[idx_out].revents) {
-        if (!ReadAvailable(out_r.get(), &capture, OutputCapture::kStdout, &out_eof)) out_eof = true;
+        if (!ReadAvailable(st.out_r.get(), OutputCapture::kStdout, deliver, &out_eof)) {
+          out_eof = true;
+        }
       }
       if (idx_err >= 0 && p[idx_err].revents) {
-        if (!ReadAvailable(err_r.get(), &capture, OutputCapture::kStderr, &err_eof)) err_eof = true;
+        if (!ReadAvailable(st.err_r.get(), OutputCapture::kStderr, deliver, &err_eof)) {
+          err_eof = true;
+        }
       }
       if (idx_in >= 0 && p[idx_in].revents) {
-        ssize_t n = ::write(in_w.get(), command.stdin_data.data() + stdin_written,
-                            command.stdin_data.size() - stdin_written);
+        ssize_t n = ::write(st.in_w.get(), st.command.stdin_data.data() + stdin_written,
+                            st.command.stdin_data.size() - stdin_written);
         if (n > 0) stdin_written += static_cast<size_t>(n);
-        if ((n < 0 && errno != EAGAIN) || stdin_written == command.stdin_data.size()) in_w.Reset();
+        if ((n < 0 && errno != EAGAIN) || stdin_written == st.command.stdin_data.size()) {
+          st.in_w.Reset();
+        }
       }
-      if (idx_ctl >= 0 && p[idx_ctl].revents) {
-        int e = init::ReceiveMessage(control_.get(), &type, &payload, fds, &nfds);
-        for (int i = 0; i < nfds; ++i) ::close(fds[i]);
-        if (e != 0) return ErrnoStatus(e < 0 ? EPIPE : e, "airlock-init exited");
-        if (type == init::MessageType::kExited) {
-          init::Reader r(payload);
-          pid_t pid = r.I32();
-          int status = r.I32();
-          int stage = r.I32();
-          int serr = r.I32();
-          if (r.done() && pid == ns_pid) {
-            exited = true;
-            exit_time = Clock::now();
-            wait_status = status;
-            setup_stage = static_cast<init::SetupStage>(stage);
-            setup_errno = serr;
-          }
+      if (idx_kill >= 0 && p[idx_kill].revents) kill_tree();
+      if (idx_exit >= 0 && p[idx_exit].revents) {
+        std::lock_guard lock(sb.control_mu_);
+        if (st.exit->exited || st.exit->init_gone) {
+          exited = true;
+          exit_time = Clock::now();
+          init_gone = st.exit->init_gone;
+          wait_status = st.exit->wait_status;
+          setup_stage = st.exit->stage;
+          setup_errno = st.exit->setup_errno;
         }
       }
     }
@@ -694,34 +909,52 @@ absl::StatusOr<CommandResult> NativeSandbox::Exec(const CommandSpec& command,
       output_killed = true;
       kill_tree();
     }
-    if (!exited && Clock::now() >= deadline && !result.timed_out) {
+    // While the sandbox is paused its processes cannot die; the kill waits for the resume.
+    if (!exited && !sb.paused_ && Clock::now() >= deadline && !result.timed_out) {
       result.timed_out = true;
       kill_tree();
     }
+    // On cgroup v1 a new process moves itself into its cgroup once released, so a kill right
+    // after Start can find the cgroup still empty: repeat it until the command is gone.
+    if (tree_killed && !exited && !sb.paused_ && Clock::now() - last_kill > milliseconds(100)) {
+      last_kill = Clock::now();
+      (void)st.cg->Kill(milliseconds(100));
+    }
     if (!exited && s.resources.cpu_time_seconds > 0 && !cpu_exceeded) {
-      if (auto st = cg->Stats(); st.ok() && (st->cpu_user_us + st->cpu_system_us) >
-                                                s.resources.cpu_time_seconds * 1000000) {
+      if (auto stats = st.cg->Stats(); stats.ok() && (stats->cpu_user_us + stats->cpu_system_us) >
+                                                         s.resources.cpu_time_seconds * 1000000) {
         cpu_exceeded = true;
         kill_tree();
       }
     }
   }
-  timings_.run = Since(t_run);
+  if (init_gone) {
+    (void)st.cg->Destroy();
+    (void)::unlink(st.raw_path.c_str());
+    return absl::UnavailableError("airlock-init exited while the command ran; the sandbox is gone");
+  }
+  for (int stream : {0, 1}) {
+    if (!st.live[stream]) continue;
+    redacted.clear();
+    st.live[stream]->Finish(&redacted);
+    if (!redacted.empty())
+      st.options.on_output(static_cast<OutputCapture::Stream>(stream), redacted);
+  }
+  st.timings.run = Since(t_run);
   auto t_finish = Clock::now();
 
-  result.duration_ms = std::chrono::duration_cast<milliseconds>(
-                           (exited ? exit_time : Clock::now()) - t_run)
-                           .count();
+  result.duration_ms =
+      std::chrono::duration_cast<milliseconds>((exited ? exit_time : Clock::now()) - t_run).count();
   if (WIFEXITED(wait_status)) {
     result.exit_code = WEXITSTATUS(wait_status);
   } else if (WIFSIGNALED(wait_status)) {
     result.exit_code = -1;
     result.signal = WTERMSIG(wait_status);
   }
-  ASSIGN_OR_RETURN(CgroupStats stats, cg->Stats(), "read command usage");
-  if (!options.keep_background) {
-    if (absl::Status d = cg->Destroy(); !d.ok()) {
-      Log().Warn("remove command cgroup", {{"sandbox", id_.value()}, {"error", Message(d)}});
+  ASSIGN_OR_RETURN(CgroupStats stats, st.cg->Stats(), "read command usage");
+  if (!st.options.keep_background) {
+    if (absl::Status d = st.cg->Destroy(); !d.ok()) {
+      Log().Warn("remove command cgroup", {{"sandbox", sb.id_.value()}, {"error", Message(d)}});
     }
   }
   result.usage.cpu_user_ms = stats.cpu_user_us / 1000;
@@ -743,13 +976,13 @@ absl::StatusOr<CommandResult> NativeSandbox::Exec(const CommandSpec& command,
                                std::strerror(setup_errno));
   }
   if (result.signal == SIGSYS) {
-    result.violations.push_back({"seccomp", "the command was killed for a forbidden system call",
-                                 {{"signal", "SIGSYS"}}});
+    result.violations.push_back(
+        {"seccomp", "the command was killed for a forbidden system call", {{"signal", "SIGSYS"}}});
   }
   std::optional<netproxy::NetworkRequired> network_required;
-  if (egress_active_ && options_.egress.blocked != nullptr) {
+  if (sb.egress_active_ && sb.options_.egress.blocked != nullptr) {
     std::vector<netproxy::BlockedNetworkEgress> blocked =
-        options_.egress.blocked->Since(id_, egress_mark);
+        sb.options_.egress.blocked->Since(sb.id_, st.egress_mark);
     constexpr size_t kMaxNetworkViolations = 64;
     for (size_t i = 0; i < blocked.size() && i < kMaxNetworkViolations; ++i) {
       result.violations.push_back(netproxy::ToViolation(blocked[i]));
@@ -757,18 +990,25 @@ absl::StatusOr<CommandResult> NativeSandbox::Exec(const CommandSpec& command,
     network_required = netproxy::DetectNetworkRequired(result.classification, blocked);
     if (network_required) result.classification = Classification::kNetworkRequired;
   }
-  raw.Reset();
-  RETURN_IF_ERROR(FinishOutput(command, redactor, capture, raw_path,
-                               fmt::format("{}/{}.log", log_dir_, result.command_id.value()),
+  st.raw.Reset();
+  RETURN_IF_ERROR(FinishOutput(st.command, *st.redactor, capture, st.raw_path,
+                               fmt::format("{}/{}.log", sb.log_dir_, result.command_id.value()),
                                &result));
   if (network_required) {
     // The refused host leads the key lines and names the failure; the report is redone with it.
     netproxy::ApplyNetworkRequired(*network_required, result);
     result.failure_detail = fmt::format("{}:{}", network_required->host, network_required->port);
-    result.report = RenderReport(command, result);
+    result.report = RenderReport(st.command, result);
   }
-  timings_.finish = Since(t_finish);
+  st.timings.finish = Since(t_finish);
+  sb.RecordTimings(st.timings);
   return result;
+}
+
+absl::StatusOr<CommandResult> NativeSandbox::Exec(const CommandSpec& command,
+                                                  const ExecOptions& options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<RunningCommand> running, Start(command, options));
+  return running->Wait();
 }
 
 absl::Status NativeSandbox::Destroy() {
@@ -778,6 +1018,8 @@ absl::Status NativeSandbox::Destroy() {
   absl::Status status;
   // Closing the control socket makes airlock-init exit; the kernel then kills every other
   // process of its pid namespace.
+  if (control_) ::shutdown(control_.get(), SHUT_RDWR);  // wakes the control reader
+  if (control_reader_.joinable()) control_reader_.join();
   control_.Reset();
   if (init_pid_ > 0) {
     struct pollfd p = {init_pidfd_.get(), POLLIN, 0};
@@ -793,6 +1035,7 @@ absl::Status NativeSandbox::Destroy() {
   }
   if (cgroup_) status.Update(Annotate(cgroup_->Destroy(), "remove cgroup"));
   if (!run_dir_.empty()) status.Update(Annotate(RemoveTree(run_dir_), "remove run directory"));
+  std::lock_guard lock(timings_mu_);
   timings_.destroy = Since(t0);
   return status;
 }

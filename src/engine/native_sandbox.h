@@ -3,27 +3,44 @@
 //
 //   ASSIGN_OR_RETURN(auto sandbox, NativeSandbox::Create(options));
 //   ASSIGN_OR_RETURN(CommandResult r, sandbox->Exec({.argv = {"make", "test"}}, {}));
+//   ASSIGN_OR_RETURN(auto server, sandbox->Start({.argv = {"./serve"}}, {}));  // concurrent
+//   ...; server->Kill(); ASSIGN_OR_RETURN(CommandResult s, server->Wait());
 //   RETURN_IF_ERROR(sandbox->Destroy());
 //
 // Create fails with a Status naming the setup step when the sandbox cannot be built, and with
 // FailedPrecondition when the host lacks a protection the spec requires (unless the caller
 // named it in allow_degraded; it is then listed in every CommandResult's `degraded`).
 // A command's outcome is a CommandResult, never an error; Exec returns an error only when
-// airlock itself fails. Not thread-safe: one Exec at a time per sandbox. Must be created from
-// a process whose other threads do not hold locks the child could need (the child only makes
-// system calls until it execs).
+// airlock itself fails.
+//
+// Threads: Start, Exec and UpdateNetworkPolicy may be called from several threads at once
+// (commands run concurrently, each in its own cgroup); Destroy must not race with them, and
+// every RunningCommand must be gone before the sandbox is destroyed. One internal thread reads
+// airlock-init's control socket. Must be created from a process whose other threads do not hold
+// locks the child could need (the child only makes system calls until it execs), and from a
+// thread that lives as long as the sandbox: the sandbox dies with the thread that created it
+// (PR_SET_PDEATHSIG), which is what makes a crashed owner take its sandbox along.
 #ifndef AIRLOCK_ENGINE_NATIVE_SANDBOX_H_
 #define AIRLOCK_ENGINE_NATIVE_SANDBOX_H_
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "command/capture.h"
 #include "command/command.h"
 #include "common/ids.h"
 #include "common/unique_fd.h"
@@ -46,14 +63,16 @@ inline constexpr const char* kDegradableProtections[] = {
 // (started by the engine inside the sandbox) listening on 127.0.0.1:port. Commands get
 // HTTP(S)_PROXY pointing there; nothing else leaves the sandbox's network namespace.
 struct EgressOptions {
-  netproxy::EgressProxy* proxy = nullptr;         // not owned; must outlive the sandbox
-  netproxy::BlockedEventLog* blocked = nullptr;   // where the proxy's callback records refusals
-  netproxy::OperatorPolicy operator_policy;       // private destinations the operator opened
+  netproxy::EgressProxy* proxy = nullptr;        // not owned; must outlive the sandbox
+  netproxy::BlockedEventLog* blocked = nullptr;  // where the proxy's callback records refusals
+  netproxy::OperatorPolicy operator_policy;      // private destinations the operator opened
   uint16_t port = 3128;
 };
 
 struct SandboxOptions {
   spec::SandboxSpec spec;  // effective and validated (spec/parse.h)
+  // The sandbox's id (its cgroup and run directory are named after it); empty: a new one.
+  SandboxId id;
   // Where airlock-init (and the other in-sandbox tools) live; bound at /sandbox/tools.
   std::string tools_dir;
   // Host directory for per-sandbox private state (generated /etc files, the root mount point,
@@ -76,18 +95,55 @@ struct ExecOptions {
   // Leave processes the command started in the background running after it exits (they stay
   // in the sandbox, limited by its cgroup). Default: the command's whole tree is killed.
   bool keep_background = false;
+  // The command's id (empty: a new one), so a caller can name it before it starts.
+  CommandId command_id;
+  // Streaming: the command's output as it arrives, already redacted (a StreamRedactor per
+  // stream holds back at most a window of bytes that could still be a secret's start). Called
+  // on the thread that waits for the command; keep it short (it paces the command's pipes).
+  std::function<void(OutputCapture::Stream, std::string_view)> on_output;
 };
 
 // Where the time of Create and Exec went (for the benchmark's breakdown).
 struct Timings {
-  std::chrono::microseconds prepare{0};   // plan, generated files, cgroups, seccomp
-  std::chrono::microseconds clone{0};     // clone3 + uid/gid maps + cgroup attach
-  std::chrono::microseconds setup{0};     // child: mounts, pivot, Landlock ... exec of init
+  std::chrono::microseconds prepare{0};  // plan, generated files, cgroups, seccomp
+  std::chrono::microseconds clone{0};    // clone3 + uid/gid maps + cgroup attach
+  std::chrono::microseconds setup{0};    // child: mounts, pivot, Landlock ... exec of init
   std::chrono::microseconds init_ready{0};
-  std::chrono::microseconds spawn{0};     // spawn request to the command's start
-  std::chrono::microseconds run{0};       // command start to exit and output drained
-  std::chrono::microseconds finish{0};    // accounting, redaction, report
+  std::chrono::microseconds spawn{0};   // spawn request to the command's start
+  std::chrono::microseconds run{0};     // command start to exit and output drained
+  std::chrono::microseconds finish{0};  // accounting, redaction, report
   std::chrono::microseconds destroy{0};
+};
+
+class NativeSandbox;
+
+// A command started with NativeSandbox::Start. Wait runs the command's loop (capture, deadline,
+// limits) on the calling thread and returns its result; Signal and Kill may be called from any
+// thread while another waits. Destroying a command that has not been waited for kills its tree
+// first. Must not outlive its sandbox.
+class RunningCommand {
+ public:
+  ~RunningCommand();
+  RunningCommand(const RunningCommand&) = delete;
+  RunningCommand& operator=(const RunningCommand&) = delete;
+
+  const CommandId& id() const;
+  pid_t pid() const;  // in the sandbox's pid namespace
+
+  // Blocks until the command and its output have ended (or its deadline or a limit ended it).
+  // Call once.
+  absl::StatusOr<CommandResult> Wait();
+  // Sends `signal` to the command's process group (through airlock-init).
+  absl::Status Signal(int signal);
+  // Kills the command's whole process tree (its cgroup); Wait reports it as killed.
+  void Kill();
+
+  struct State;
+
+ private:
+  friend class NativeSandbox;
+  explicit RunningCommand(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
 };
 
 class NativeSandbox {
@@ -99,13 +155,25 @@ class NativeSandbox {
 
   const SandboxId& id() const { return id_; }
   const std::vector<std::string>& degraded() const { return degraded_; }
-  const Timings& timings() const { return timings_; }
+  // Create's phases and those of the last command that finished.
+  Timings timings() const {
+    std::lock_guard lock(timings_mu_);
+    return timings_;
+  }
   // The host pid of airlock-init (for tests and the reaper).
   pid_t init_pid() const { return init_pid_; }
   const std::string& run_dir() const { return run_dir_; }
   Cgroup& cgroup() { return *cgroup_; }
 
+  // Starts a command and returns at once; Exec is Start followed by Wait.
+  absl::StatusOr<std::unique_ptr<RunningCommand>> Start(const CommandSpec& command,
+                                                        const ExecOptions& options);
   absl::StatusOr<CommandResult> Exec(const CommandSpec& command, const ExecOptions& options);
+
+  // Freezes every process of the sandbox (no CPU used) or thaws it. Commands' deadlines keep
+  // running while frozen.
+  absl::Status Pause();
+  absl::Status Resume();
 
   // Replaces the network policy of the running sandbox (connections already open keep theirs).
   // Loosening needs PolicyAuthority::kMayLoosen; the change is reported as a PolicyChanged event
@@ -118,31 +186,58 @@ class NativeSandbox {
   absl::Status Destroy();
 
  private:
+  friend class RunningCommand;
   struct Setup;
+  // What airlock-init said about a process: filled by the control reader, read by its waiter.
+  struct ExitSlot {
+    UniqueFd event;  // eventfd, written once the process exited or airlock-init went away
+    bool exited = false;
+    bool init_gone = false;
+    int wait_status = 0;
+    init::SetupStage stage = init::SetupStage::kNone;
+    int setup_errno = 0;
+  };
+
   NativeSandbox() = default;
-  absl::Status Start(Setup& setup);
+  absl::Status Launch(Setup& setup);
   absl::Status WaitReady(std::chrono::milliseconds timeout);
   absl::Status StartForwarder();
   // Has airlock-init start a process (waiting in its cgroup before it runs); its pid in the
-  // sandbox.
+  // sandbox. With `exit_slot`, the process's end is reported there.
   absl::StatusOr<pid_t> Spawn(const init::SpawnRequest& request, UniqueFd (&stdio)[3],
-                              Cgroup& cgroup);
+                              Cgroup& cgroup, std::shared_ptr<ExitSlot> exit_slot = nullptr);
+  void ReadControl();  // the control reader thread
+  absl::Status SendSignal(pid_t pid, int signal);
+  void RecordTimings(const Timings& command);
 
   SandboxOptions options_;
   SandboxId id_;
   std::string run_dir_;
   std::string log_dir_;
   std::vector<std::string> degraded_;
+  std::mutex cgroup_mu_;  // cgroup_ is shared by concurrent Start/Pause/Resume
   std::unique_ptr<Cgroup> cgroup_;
   std::unique_ptr<Cgroup> init_cgroup_;
+  std::atomic<bool> paused_{false};
   std::string seccomp_filter_;
   UniqueFd control_;  // our end of airlock-init's control socket
   UniqueFd init_pidfd_;
   pid_t init_pid_ = -1;
-  int next_command_ = 1;
+  std::atomic<int> next_command_{1};
   bool egress_active_ = false;
   pid_t forwarder_pid_ = -1;
   bool destroyed_ = false;
+
+  // Spawning is one request and one reply at a time; the control reader hands the reply over.
+  std::mutex spawn_mu_;
+  std::mutex control_mu_;  // guards what follows, and sends on control_
+  std::condition_variable spawned_cv_;
+  std::optional<std::pair<std::string, std::vector<UniqueFd>>> spawned_reply_;
+  std::map<pid_t, std::shared_ptr<ExitSlot>> exits_;
+  bool init_gone_ = false;
+  std::thread control_reader_;
+
+  mutable std::mutex timings_mu_;
   Timings timings_;
 };
 

@@ -97,10 +97,12 @@ TEST_F(NativeSandboxTest, EnvironmentIsMinimalPlusExplicit) {
 TEST_F(NativeSandboxTest, StdinWorkdirAndSeveralCommands) {
   auto sandbox = Create(TestSpec());
   ASSERT_NE(sandbox, nullptr);
-  auto r1 = sandbox->Exec({.argv = {"sh", "-c", "cat > data; mkdir sub"}, .stdin_data = "payload"}, {});
+  auto r1 =
+      sandbox->Exec({.argv = {"sh", "-c", "cat > data; mkdir sub"}, .stdin_data = "payload"}, {});
   ASSERT_TRUE(r1.ok()) << r1.status();
   EXPECT_EQ(r1->classification, Classification::kOk) << r1->stderr_preview;
-  auto r2 = sandbox->Exec({.argv = {"sh", "-c", "pwd; cat ../data"}, .workdir = "/sandbox/workspace/sub"}, {});
+  auto r2 = sandbox->Exec(
+      {.argv = {"sh", "-c", "pwd; cat ../data"}, .workdir = "/sandbox/workspace/sub"}, {});
   ASSERT_TRUE(r2.ok());
   EXPECT_EQ(r2->stdout_preview, "/sandbox/workspace/sub\npayload");
   auto r3 = sandbox->Exec({.argv = {"pwd"}, .workdir = "/nonexistent"}, {});
@@ -128,7 +130,8 @@ TEST_F(NativeSandboxTest, HostWorkspaceIsWritableAndOwnedByItsOwner) {
   CommandResult r = Shell("true");  // warm-up keeps the next assertion focused
   auto sandbox = Create(s);
   ASSERT_NE(sandbox, nullptr);
-  auto out = sandbox->Exec({.argv = {"sh", "-c", "cat input.txt; echo made > output.txt; stat -c %U input.txt"}}, {});
+  auto out = sandbox->Exec(
+      {.argv = {"sh", "-c", "cat input.txt; echo made > output.txt; stat -c %U input.txt"}}, {});
   ASSERT_TRUE(out.ok());
   EXPECT_EQ(out->classification, Classification::kOk) << out->stderr_preview;
   EXPECT_EQ(out->stdout_preview, "from host\nsandbox\n");
@@ -150,10 +153,11 @@ TEST_F(NativeSandboxTest, ReadOnlyMountAndExtraTmpfs) {
   s.filesystem.tmpfs.push_back({"/scratch", 1, 64, true});
   auto sandbox = Create(s);
   ASSERT_NE(sandbox, nullptr);
-  auto r = sandbox->Exec({.argv = {"sh", "-c",
-                                   "cat /opt/data/f; echo; touch /opt/data/g 2>&1 | grep -o "
-                                   "'Read-only file system'; echo x > /scratch/y && cat /scratch/y"}},
-                         {});
+  auto r =
+      sandbox->Exec({.argv = {"sh", "-c",
+                              "cat /opt/data/f; echo; touch /opt/data/g 2>&1 | grep -o "
+                              "'Read-only file system'; echo x > /scratch/y && cat /scratch/y"}},
+                    {});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->stdout_preview, "ro data\nRead-only file system\nx\n") << r->stderr_preview;
   DestroyAndCheckGone(std::move(sandbox));
@@ -164,7 +168,8 @@ TEST_F(NativeSandboxTest, Level1HasAWritableRootAndNoLandlock) {
   spec::SandboxSpec s = TestSpec();
   s.level = spec::Level::kBasic;
   s.filesystem.read_only_root = false;
-  CommandResult r = RunOnce(s, {"sh", "-c", "echo x > /newfile && cat /newfile; touch /usr/x 2>&1 | grep -c Read-only"});
+  CommandResult r = RunOnce(
+      s, {"sh", "-c", "echo x > /newfile && cat /newfile; touch /usr/x 2>&1 | grep -c Read-only"});
   EXPECT_EQ(r.stdout_preview, "x\n1\n") << r.stderr_preview;
 }
 
@@ -244,7 +249,8 @@ TEST_F(NativeSandboxTest, RunsOnACgroupV2TreeAndReportsWhatIsMissing) {
   if (!v2.ok()) GTEST_SKIP() << "no cgroup v2 tree here: " << v2.status();
   std::vector<std::string> missing;
   for (auto [c, name] : {std::pair{Controller::kMemory, "cgroup-memory"},
-                         {Controller::kPids, "cgroup-pids"}, {Controller::kCpu, "cgroup-cpu"}}) {
+                         {Controller::kPids, "cgroup-pids"},
+                         {Controller::kCpu, "cgroup-cpu"}}) {
     if (!(*v2)->HasController(c)) missing.push_back(name);
   }
   SandboxOptions o;
@@ -273,6 +279,152 @@ TEST_F(NativeSandboxTest, RunsOnACgroupV2TreeAndReportsWhatIsMissing) {
   ASSERT_TRUE((*sandbox)->Destroy().ok());
   EXPECT_NE(kill(init, 0), 0);
   EXPECT_EQ((*v2)->Open(id).status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace airlock::engine
+
+namespace airlock::engine {
+namespace {
+
+class ConcurrentCommandsTest : public testing::SandboxTest {};
+
+// A long-running server and short commands share one sandbox; each result is its own.
+TEST_F(ConcurrentCommandsTest, CommandsRunSideBySide) {
+  auto sb = Create(TestSpec());
+  ASSERT_NE(sb, nullptr);
+  auto server = sb->Start({.argv = {"/bin/sh", "-c", "echo up; sleep 30"}}, {});
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] {
+      auto r = sb->Exec({.argv = {"/bin/sh", "-c", fmt::format("echo job{}", i)}}, {});
+      if (r.ok() && r->stdout_preview == fmt::format("job{}\n", i)) ++ok;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 4);
+  (*server)->Kill();
+  auto r = (*server)->Wait();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->signal, SIGKILL);
+  EXPECT_EQ(r->stdout_preview, "up\n");
+  EXPECT_LT(r->duration_ms, 20000);
+  server->reset();
+  DestroyAndCheckGone(std::move(sb));
+}
+
+TEST_F(ConcurrentCommandsTest, SignalReachesTheProcessGroupAndIdsAreTheCallers) {
+  auto sb = Create(TestSpec());
+  ASSERT_NE(sb, nullptr);
+  CommandId id = CommandId::New();
+  auto c = sb->Start({.argv = {"/bin/sh", "-c",
+                               "trap 'echo got term; exit 5' TERM; "
+                               "echo ready; while :; do sleep 0.05; done"}},
+                     {.command_id = id});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ((*c)->id(), id);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE((*c)->Signal(SIGTERM).ok());
+  auto r = (*c)->Wait();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->command_id, id);
+  EXPECT_EQ(r->exit_code, 5);
+  EXPECT_EQ(r->stdout_preview, "ready\ngot term\n");
+  c->reset();
+  DestroyAndCheckGone(std::move(sb));
+}
+
+// Streamed output arrives while the command runs, and a registered secret never appears in it,
+// even when the command writes it in two pieces.
+TEST_F(ConcurrentCommandsTest, StreamedOutputIsLiveAndRedacted) {
+  auto sb = Create(TestSpec());
+  ASSERT_NE(sb, nullptr);
+  const std::string secret = "s3cr3t-Value-7f2c9a41";
+  std::mutex mu;
+  std::string streamed;
+  std::atomic<bool> first_seen_early{false};
+  std::atomic<bool> done{false};
+  ExecOptions o;
+  o.secrets = {secret};
+  o.on_output = [&](OutputCapture::Stream s, std::string_view chunk) {
+    std::lock_guard lock(mu);
+    if (s == OutputCapture::kStdout) streamed.append(chunk);
+    if (!done && streamed.find("tick 1") != std::string::npos) first_seen_early = true;
+  };
+  auto r = sb->Exec({.argv = {"/bin/sh", "-c",
+                              "for i in 1 2 3; do echo tick $i; sleep 0.3; done; "
+                              "printf 's3cr3t-Va'; sleep 0.2; printf 'lue-7f2c9a41 end\\n'"}},
+                    o);
+  done = true;
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(first_seen_early.load()) << "output arrived only at the end";
+  EXPECT_EQ(streamed.find(secret), std::string::npos) << streamed;
+  EXPECT_EQ(streamed.find("s3cr3t-Va"), std::string::npos) << streamed;
+  EXPECT_NE(streamed.find("[REDACTED"), std::string::npos) << streamed;
+  EXPECT_NE(streamed.find("tick 3\n"), std::string::npos);
+  EXPECT_NE(streamed.find(" end\n"), std::string::npos);
+  DestroyAndCheckGone(std::move(sb));
+}
+
+TEST_F(ConcurrentCommandsTest, PausedSandboxUsesNoCpuAndResumes) {
+  auto sb = Create(TestSpec());
+  ASSERT_NE(sb, nullptr);
+  auto spin = sb->Start({.argv = {"/bin/sh", "-c", "while :; do :; done"}}, {});
+  ASSERT_TRUE(spin.ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ASSERT_TRUE(sb->Pause().ok());
+  auto before = sb->cgroup().Stats();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  auto after = sb->cgroup().Stats();
+  ASSERT_TRUE(before.ok() && after.ok());
+  int64_t used =
+      (after->cpu_user_us + after->cpu_system_us) - (before->cpu_user_us + before->cpu_system_us);
+  EXPECT_LT(used, 20000) << "a paused sandbox used " << used << " us of CPU in 500 ms";
+  ASSERT_TRUE(sb->Resume().ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto resumed = sb->cgroup().Stats();
+  EXPECT_GT(
+      (resumed->cpu_user_us + resumed->cpu_system_us) - (after->cpu_user_us + after->cpu_system_us),
+      50000);
+  (*spin)->Kill();
+  EXPECT_TRUE((*spin)->Wait().ok());
+  spin->reset();
+  DestroyAndCheckGone(std::move(sb));
+}
+
+// A kill issued the moment a command starts (before it may even have joined its cgroup) still
+// ends it: by the kill, not by its deadline.
+TEST_F(ConcurrentCommandsTest, KillRightAfterStartEndsTheCommand) {
+  spec::SandboxSpec spec = TestSpec();
+  spec.resources.command_timeout_seconds = 5;
+  auto sb = Create(spec);
+  ASSERT_NE(sb, nullptr);
+  for (int i = 0; i < 5; ++i) {
+    auto c = sb->Start({.argv = {"/bin/sh", "-c", "while :; do sleep 1; done"}}, {});
+    ASSERT_TRUE(c.ok());
+    (*c)->Kill();
+    auto r = (*c)->Wait();
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_FALSE(r->timed_out);
+    EXPECT_EQ(r->signal, SIGKILL);
+  }
+  DestroyAndCheckGone(std::move(sb));
+}
+
+// A command nobody waits for is killed and cleaned up when its handle goes.
+TEST_F(ConcurrentCommandsTest, DroppedCommandIsKilled) {
+  auto sb = Create(TestSpec());
+  ASSERT_NE(sb, nullptr);
+  {
+    auto c = sb->Start({.argv = {"sleep", "100"}}, {});
+    ASSERT_TRUE(c.ok());
+  }
+  auto procs = sb->cgroup().Processes();
+  ASSERT_TRUE(procs.ok());
+  EXPECT_EQ(procs->size(), 1u) << "only airlock-init should be left";
+  DestroyAndCheckGone(std::move(sb));
 }
 
 }  // namespace

@@ -53,7 +53,8 @@ bool Reader::Need(size_t n) {
 uint32_t Reader::U32() {
   if (!Need(4)) return 0;
   uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<uint8_t>(data_[pos_ + i])) << (8 * i);
+  for (int i = 0; i < 4; ++i)
+    v |= static_cast<uint32_t>(static_cast<uint8_t>(data_[pos_ + i])) << (8 * i);
   pos_ += 4;
   return v;
 }
@@ -61,7 +62,8 @@ uint32_t Reader::U32() {
 uint64_t Reader::U64() {
   if (!Need(8)) return 0;
   uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(data_[pos_ + i])) << (8 * i);
+  for (int i = 0; i < 8; ++i)
+    v |= static_cast<uint64_t>(static_cast<uint8_t>(data_[pos_ + i])) << (8 * i);
   pos_ += 8;
   return v;
 }
@@ -157,9 +159,19 @@ int ReadFully(int sock, char* data, size_t size) {
 }  // namespace
 
 int SendMessage(int sock, MessageType type, std::string_view payload, const int* fds, int nfds) {
+  return SendFrame(sock, static_cast<uint32_t>(type), payload, fds, nfds);
+}
+
+int ReceiveMessage(int sock, MessageType* type, std::string* payload, int* fds, int* nfds) {
+  uint32_t t = 0;
+  int err = ReceiveFrame(sock, &t, payload, fds, nfds);
+  if (err == 0) *type = static_cast<MessageType>(t);
+  return err;
+}
+
+int SendFrame(int sock, uint32_t t, std::string_view payload, const int* fds, int nfds) {
   if (payload.size() > kMaxPayload || nfds < 0 || nfds > kMaxFds) return EMSGSIZE;
   char header[8];
-  uint32_t t = static_cast<uint32_t>(type);
   uint32_t len = static_cast<uint32_t>(payload.size());
   for (int i = 0; i < 4; ++i) {
     header[i] = static_cast<char>((t >> (8 * i)) & 0xff);
@@ -192,7 +204,7 @@ int SendMessage(int sock, MessageType type, std::string_view payload, const int*
   return WriteFully(sock, payload.data(), payload.size());
 }
 
-int ReceiveMessage(int sock, MessageType* type, std::string* payload, int* fds, int* nfds) {
+int ReceiveFrame(int sock, uint32_t* type, std::string* payload, int* fds, int* nfds) {
   *nfds = 0;
   char header[8];
   struct iovec iov = {header, sizeof(header)};
@@ -253,7 +265,7 @@ int ReceiveMessage(int sock, MessageType* type, std::string* payload, int* fds, 
       return err == -1 ? EPROTO : err;
     }
   }
-  *type = static_cast<MessageType>(t);
+  *type = t;
   return 0;
 }
 

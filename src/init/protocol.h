@@ -122,6 +122,12 @@ int SendMessage(int sock, MessageType type, std::string_view payload, const int*
 // with *nfds set. Returns 0, an errno value, or -1 at end of stream.
 int ReceiveMessage(int sock, MessageType* type, std::string* payload, int* fds, int* nfds);
 
+// The framing alone, with any frame type: for other protocols on the same wire format (the
+// shim's, src/shim/protocol.h).
+int SendFrame(int sock, uint32_t type, std::string_view payload, const int* fds = nullptr,
+              int nfds = 0);
+int ReceiveFrame(int sock, uint32_t* type, std::string* payload, int* fds, int* nfds);
+
 }  // namespace airlock::init
 
 #endif  // AIRLOCK_INIT_PROTOCOL_H_
