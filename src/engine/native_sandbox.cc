@@ -1047,3 +1047,179 @@ NativeSandbox::~NativeSandbox() {
 }
 
 }  // namespace airlock::engine
+
+namespace airlock::engine {
+namespace {
+
+// The status of a failed file operation, from the worker's errno and message.
+absl::Status FileOpStatus(const std::string& path, int err, const std::string& what) {
+  std::string msg = fmt::format("{}: {}", path, what);
+  switch (err) {
+    case EXDEV:
+      return PermissionDenied(
+          fmt::format("{}: the path leads out of the sandbox's file area", path));
+    case ELOOP:
+      return PermissionDenied(
+          fmt::format("{}: a symlink on the path is not followed here ({})", path, what));
+    case EPERM:
+    case EACCES:
+      return PermissionDenied(fmt::format("{}: {}", msg, std::strerror(err)));
+    case EFBIG:
+      return ResourceExhausted(msg);
+    case ECANCELED:
+      return absl::CancelledError(msg);
+    default:
+      return ErrnoStatus(err, msg);
+  }
+}
+
+FileInfo ToFileInfo(const init::FileEntry& e) {
+  return {e.name, e.type, static_cast<int64_t>(e.size), e.mode, e.mtime, e.target};
+}
+
+absl::Status CheckFilePath(const std::string& path) {
+  std::string root, rest;
+  if (!init::SplitFileRoot(path, &root, &rest)) {
+    return PermissionDenied(fmt::format(
+        "{}: not a path under the sandbox's file areas (/sandbox/workspace, /sandbox/artifacts, "
+        "/sandbox/tmp, /sandbox/home, /sandbox/cache), or it holds \"..\"",
+        path));
+  }
+  return absl::OkStatus();
+}
+
+// Reads the worker's answer from the result socket.
+absl::StatusOr<init::FileDone> ReceiveFileDone(int fd, std::chrono::milliseconds timeout) {
+  struct pollfd p = {fd, POLLIN, 0};
+  int rc;
+  do {
+    rc = ::poll(&p, 1, static_cast<int>(timeout.count()));
+  } while (rc < 0 && errno == EINTR);
+  if (rc == 0) return absl::DeadlineExceededError("the file worker did not answer in time");
+  uint32_t type = 0;
+  std::string payload;
+  int fds[init::kMaxFds];
+  int nfds = 0;
+  int e = init::ReceiveFrame(fd, &type, &payload, fds, &nfds);
+  for (int i = 0; i < nfds; ++i) ::close(fds[i]);
+  init::FileDone done;
+  if (e != 0 || type != static_cast<uint32_t>(init::MessageType::kFileDone) ||
+      !init::DecodeFileDone(payload, &done)) {
+    return absl::UnavailableError("the file worker ended without an answer");
+  }
+  return done;
+}
+
+constexpr std::chrono::milliseconds kFileOpTimeout{60'000};
+
+}  // namespace
+
+absl::StatusOr<UniqueFd> NativeSandbox::SendFileOp(const init::FileRequest& request,
+                                                   UniqueFd data) {
+  if (destroyed_) return FailedPrecondition("sandbox was destroyed");
+  RETURN_IF_ERROR(CheckFilePath(request.path));
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+    return ErrnoStatus(errno, "socketpair");
+  }
+  UniqueFd ours(sv[0]), theirs(sv[1]);
+  if (!data) data.Reset(::open("/dev/null", O_RDWR | O_CLOEXEC));
+  int fds[2] = {data.get(), theirs.get()};
+  std::lock_guard lock(control_mu_);
+  if (init_gone_) return absl::UnavailableError("airlock-init has exited; the sandbox is gone");
+  if (int e = init::SendMessage(control_.get(), init::MessageType::kFileOp,
+                                init::EncodeFileRequest(request), fds, 2);
+      e != 0) {
+    return ErrnoStatus(e, "send file request to airlock-init");
+  }
+  return ours;
+}
+
+absl::StatusOr<std::vector<FileInfo>> NativeSandbox::FileOpResult(init::FileOp op,
+                                                                  const std::string& path,
+                                                                  uint32_t flags, uint32_t mode) {
+  init::FileRequest req{
+      .id = next_file_op_++, .op = op, .path = path, .mode = mode, .flags = flags};
+  ASSIGN_OR_RETURN(UniqueFd result, SendFileOp(req, UniqueFd()));
+  ASSIGN_OR_RETURN(init::FileDone done, ReceiveFileDone(result.get(), kFileOpTimeout));
+  if (done.err != 0) return FileOpStatus(path, done.err, done.message);
+  std::vector<FileInfo> out;
+  out.reserve(done.entries.size());
+  for (const init::FileEntry& e : done.entries) out.push_back(ToFileInfo(e));
+  return out;
+}
+
+absl::StatusOr<FileInfo> NativeSandbox::StatFile(const std::string& path) {
+  ASSIGN_OR_RETURN(std::vector<FileInfo> v, FileOpResult(init::FileOp::kStat, path, 0, 0));
+  if (v.size() != 1) return Internal("stat: the file worker sent no entry");
+  return v[0];
+}
+
+absl::StatusOr<std::vector<FileInfo>> NativeSandbox::ListFiles(const std::string& path) {
+  return FileOpResult(init::FileOp::kList, path, 0, 0);
+}
+
+absl::Status NativeSandbox::MakeDirectory(const std::string& path, bool parents) {
+  return FileOpResult(init::FileOp::kMkdir, path, parents ? init::kFileParents : 0, 0755).status();
+}
+
+absl::Status NativeSandbox::RemoveFile(const std::string& path, bool recursive) {
+  return FileOpResult(init::FileOp::kRemove, path, recursive ? init::kFileRecursive : 0, 0)
+      .status();
+}
+
+absl::StatusOr<std::unique_ptr<FileTransfer>> NativeSandbox::ReadFileFrom(const std::string& path,
+                                                                          uint64_t max_bytes) {
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) return ErrnoStatus(errno, "pipe");
+  UniqueFd ours(p[0]), theirs(p[1]);
+  init::FileRequest req{
+      .id = next_file_op_++, .op = init::FileOp::kRead, .path = path, .max_bytes = max_bytes};
+  ASSIGN_OR_RETURN(UniqueFd result, SendFileOp(req, std::move(theirs)));
+  return std::unique_ptr<FileTransfer>(
+      new FileTransfer(false, path, std::move(ours), std::move(result)));
+}
+
+absl::StatusOr<std::unique_ptr<FileTransfer>> NativeSandbox::WriteFileInto(const std::string& path,
+                                                                           uint32_t mode,
+                                                                           uint64_t max_bytes,
+                                                                           bool make_parents) {
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) return ErrnoStatus(errno, "pipe");
+  UniqueFd theirs(p[0]), ours(p[1]);
+  init::FileRequest req{.id = next_file_op_++,
+                        .op = init::FileOp::kWrite,
+                        .path = path,
+                        .mode = mode,
+                        .flags = make_parents ? init::kFileParents : 0,
+                        .max_bytes = max_bytes};
+  ASSIGN_OR_RETURN(UniqueFd result, SendFileOp(req, std::move(theirs)));
+  return std::unique_ptr<FileTransfer>(
+      new FileTransfer(true, path, std::move(ours), std::move(result)));
+}
+
+absl::StatusOr<FileInfo> FileTransfer::Finish() {
+  if (finished_) return FailedPrecondition("file transfer already finished");
+  finished_ = true;
+  data_.Reset();  // a write's end of data; a read's end once drained
+  if (write_ && ::write(result_.get(), "C", 1) != 1) {
+    return ErrnoStatus(errno, fmt::format("{}: commit", path_));
+  }
+  ASSIGN_OR_RETURN(init::FileDone done, ReceiveFileDone(result_.get(), kFileOpTimeout));
+  result_.Reset();
+  if (done.err != 0) return FileOpStatus(path_, done.err, done.message);
+  if (done.entries.empty()) return FileInfo{path_};
+  return ToFileInfo(done.entries[0]);
+}
+
+void FileTransfer::Abandon() {
+  if (finished_) return;
+  finished_ = true;
+  // Closing both ends without the commit byte makes the worker discard its temporary file.
+  data_.Reset();
+  result_.Reset();
+}
+
+FileTransfer::~FileTransfer() { Abandon(); }
+
+}  // namespace airlock::engine

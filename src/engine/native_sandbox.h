@@ -117,6 +117,41 @@ struct Timings {
 
 class NativeSandbox;
 
+// A file as seen inside the sandbox.
+struct FileInfo {
+  std::string name;
+  init::FileType type = init::FileType::kOther;
+  int64_t size = 0;
+  uint32_t mode = 0;
+  int64_t mtime = 0;   // seconds since the epoch
+  std::string target;  // symlinks: where they point (never followed)
+};
+
+// A file being read out of, or written into, a sandbox. Reads: read fd() to its end, then
+// Finish. Writes: write the content into fd(), then Finish, which commits it atomically (or
+// Abandon, which leaves the old file, if any, as it was). Destroying an unfinished write abandons
+// it. Not thread-safe; independent of other operations.
+class FileTransfer {
+ public:
+  ~FileTransfer();
+  FileTransfer(const FileTransfer&) = delete;
+  FileTransfer& operator=(const FileTransfer&) = delete;
+
+  int fd() const { return data_.get(); }
+  absl::StatusOr<FileInfo> Finish();
+  void Abandon();
+
+ private:
+  friend class NativeSandbox;
+  FileTransfer(bool write, std::string path, UniqueFd data, UniqueFd result)
+      : write_(write), path_(std::move(path)), data_(std::move(data)), result_(std::move(result)) {}
+  bool write_;
+  std::string path_;
+  UniqueFd data_;
+  UniqueFd result_;
+  bool finished_ = false;
+};
+
 // A command started with NativeSandbox::Start. Wait runs the command's loop (capture, deadline,
 // limits) on the calling thread and returns its result; Signal and Kill may be called from any
 // thread while another waits. Destroying a command that has not been waited for kills its tree
@@ -170,6 +205,22 @@ class NativeSandbox {
                                                         const ExecOptions& options);
   absl::StatusOr<CommandResult> Exec(const CommandSpec& command, const ExecOptions& options);
 
+  // File operations, done inside the sandbox by a worker of airlock-init as the sandbox's user,
+  // beneath one of the sandbox's file areas (init::kFileRoots: /sandbox/workspace, /artifacts,
+  // /tmp, /home, /cache), with every symlink resolved inside that area (init/file_ops.h).
+  // `path` is absolute in the sandbox. A path elsewhere, with "..", or one that leads out through
+  // a symlink is PermissionDenied; a missing file NotFound; a file over `max_bytes`
+  // ResourceExhausted. Thread-safe, and concurrent with commands.
+  absl::StatusOr<FileInfo> StatFile(const std::string& path);
+  absl::StatusOr<std::vector<FileInfo>> ListFiles(const std::string& path);
+  absl::Status MakeDirectory(const std::string& path, bool parents);
+  absl::Status RemoveFile(const std::string& path, bool recursive);
+  absl::StatusOr<std::unique_ptr<FileTransfer>> ReadFileFrom(const std::string& path,
+                                                             uint64_t max_bytes);
+  absl::StatusOr<std::unique_ptr<FileTransfer>> WriteFileInto(const std::string& path,
+                                                              uint32_t mode, uint64_t max_bytes,
+                                                              bool make_parents);
+
   // Freezes every process of the sandbox (no CPU used) or thaws it. Commands' deadlines keep
   // running while frozen.
   absl::Status Pause();
@@ -208,6 +259,11 @@ class NativeSandbox {
                               Cgroup& cgroup, std::shared_ptr<ExitSlot> exit_slot = nullptr);
   void ReadControl();  // the control reader thread
   absl::Status SendSignal(pid_t pid, int signal);
+  // Sends a file request with `data` (the worker's end of the data pipe, or none); returns our
+  // end of the result socket.
+  absl::StatusOr<UniqueFd> SendFileOp(const init::FileRequest& request, UniqueFd data);
+  absl::StatusOr<std::vector<FileInfo>> FileOpResult(init::FileOp op, const std::string& path,
+                                                     uint32_t flags, uint32_t mode);
   void RecordTimings(const Timings& command);
 
   SandboxOptions options_;
@@ -224,6 +280,7 @@ class NativeSandbox {
   UniqueFd init_pidfd_;
   pid_t init_pid_ = -1;
   std::atomic<int> next_command_{1};
+  std::atomic<uint64_t> next_file_op_{1};
   bool egress_active_ = false;
   pid_t forwarder_pid_ = -1;
   bool destroyed_ = false;

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "common/files.h"
+#include "common/status.h"
 #include "engine/testing/sandbox_fixture.h"
 #include "fmt/format.h"
 
@@ -424,6 +425,103 @@ TEST_F(ConcurrentCommandsTest, DroppedCommandIsKilled) {
   auto procs = sb->cgroup().Processes();
   ASSERT_TRUE(procs.ok());
   EXPECT_EQ(procs->size(), 1u) << "only airlock-init should be left";
+  DestroyAndCheckGone(std::move(sb));
+}
+
+}  // namespace
+}  // namespace airlock::engine
+
+namespace airlock::engine {
+namespace {
+
+class SandboxFilesTest : public testing::SandboxTest {
+ protected:
+  static absl::Status Put(NativeSandbox& sb, const std::string& path, const std::string& content) {
+    ASSIGN_OR_RETURN(auto t, sb.WriteFileInto(path, 0644, 1 << 20, true));
+    RETURN_IF_ERROR(WriteAll(t->fd(), content));
+    return t->Finish().status();
+  }
+  static absl::StatusOr<std::string> Get(NativeSandbox& sb, const std::string& path) {
+    ASSIGN_OR_RETURN(auto t, sb.ReadFileFrom(path, 1 << 20));
+    std::string out;
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(t->fd(), buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
+    RETURN_IF_ERROR(t->Finish().status());
+    return out;
+  }
+};
+
+TEST_F(SandboxFilesTest, FilesGoInAndOutAsTheSandboxUser) {
+  auto sb = Create(TestSpec());
+  ASSERT_NE(sb, nullptr);
+  ASSERT_TRUE(Put(*sb, "/sandbox/workspace/src/main.py", "print('hi')\n").ok());
+  auto r = sb->Exec({.argv = {"/bin/sh", "-c",
+                              "python3 src/main.py; stat -c %u src/main.py; "
+                              "echo made > /sandbox/artifacts/out.txt"}},
+                    {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->stdout_preview, "hi\n10001\n");
+  auto out = Get(*sb, "/sandbox/artifacts/out.txt");
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(*out, "made\n");
+  auto list = sb->ListFiles("/sandbox/workspace/src");
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].name, "main.py");
+  EXPECT_EQ((*list)[0].size, 12);
+  ASSERT_TRUE(sb->MakeDirectory("/sandbox/tmp/a/b", true).ok());
+  EXPECT_EQ(sb->StatFile("/sandbox/tmp/a/b")->type, init::FileType::kDirectory);
+  ASSERT_TRUE(sb->RemoveFile("/sandbox/tmp/a", true).ok());
+  EXPECT_EQ(sb->StatFile("/sandbox/tmp/a").status().code(), absl::StatusCode::kNotFound);
+  DestroyAndCheckGone(std::move(sb));
+}
+
+// Attack: a command plants symlinks to host-looking paths and to the sandbox's own secrets-free
+// system files; the file API is then asked to read, write and list through them, and to act
+// outside the file areas. Outcome: PermissionDenied every time, nothing read or written.
+TEST_F(SandboxFilesTest, FileApiStaysInsideTheFileAreas) {
+  auto sb = Create(TestSpec());
+  ASSERT_NE(sb, nullptr);
+  auto r = sb->Exec({.argv = {"/bin/sh", "-c",
+                              "ln -s /etc/passwd /sandbox/workspace/pw; "
+                              "ln -s /etc /sandbox/workspace/etc; "
+                              "ln -s ../control /sandbox/workspace/ctl"}},
+                    {});
+  ASSERT_TRUE(r.ok());
+  for (const char* path :
+       {"/sandbox/workspace/pw", "/sandbox/workspace/etc/passwd",
+        "/sandbox/workspace/ctl/spec.json", "/etc/passwd", "/sandbox/control/spec.json",
+        "/sandbox/tools/airlock-init", "/sandbox/workspace/../control/spec.json", "relative.txt"}) {
+    EXPECT_EQ(Get(*sb, path).status().code(), absl::StatusCode::kPermissionDenied) << path;
+  }
+  EXPECT_EQ(Put(*sb, "/sandbox/workspace/etc/evil", "x").code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(sb->ListFiles("/sandbox/workspace/etc").status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(Put(*sb, "/usr/bin/evil", "x").code(), absl::StatusCode::kPermissionDenied);
+  DestroyAndCheckGone(std::move(sb));
+}
+
+TEST_F(SandboxFilesTest, AbandonedAndOversizedWritesLeaveTheOldFile) {
+  auto sb = Create(TestSpec());
+  ASSERT_NE(sb, nullptr);
+  ASSERT_TRUE(Put(*sb, "/sandbox/workspace/f", "old").ok());
+  {
+    auto t = sb->WriteFileInto("/sandbox/workspace/f", 0644, 1 << 20, false);
+    ASSERT_TRUE(t.ok());
+    ASSERT_TRUE(WriteAll((*t)->fd(), "partial new conte").ok());
+    (*t)->Abandon();
+  }
+  auto big = sb->WriteFileInto("/sandbox/workspace/f", 0644, 10, false);
+  ASSERT_TRUE(big.ok());
+  (void)WriteAll((*big)->fd(), std::string(100, 'x'));
+  EXPECT_EQ((*big)->Finish().status().code(), absl::StatusCode::kResourceExhausted);
+  // The worker's answer comes after the abandoned one's cleanup; give it a moment to be sure.
+  auto content = Get(*sb, "/sandbox/workspace/f");
+  ASSERT_TRUE(content.ok());
+  EXPECT_EQ(*content, "old");
+  EXPECT_EQ(sb->ListFiles("/sandbox/workspace")->size(), 1u) << "a temporary file was left";
   DestroyAndCheckGone(std::move(sb));
 }
 

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "init/file_ops.h"
 #include "init/protocol.h"
 
 namespace airlock::init {
@@ -45,8 +46,7 @@ void WriteStderr(const char* a, const char* b, const char* c) {
   if (n > 0) (void)!::write(2, buf, static_cast<size_t>(n) < sizeof(buf) ? n : sizeof(buf) - 1);
 }
 
-[[noreturn]] void Fail(int setup_fd, SetupStage stage, int err, const char* what,
-                       const char* arg) {
+[[noreturn]] void Fail(int setup_fd, SetupStage stage, int err, const char* what, const char* arg) {
   SetupFailure f{static_cast<int32_t>(stage), err};
   (void)!::write(setup_fd, &f, sizeof(f));
   WriteStderr(what, arg, (std::string(": ") + std::strerror(err)).c_str());
@@ -114,8 +114,7 @@ void ExecSearching(const std::vector<char*>& argv, const std::vector<char*>& env
   ::close_range(4, ~0U, 0);
 
   if (!req.cwd.empty() && ::chdir(req.cwd.c_str()) != 0) {
-    Fail(setup_fd, SetupStage::kWorkdir, errno, "cannot enter working directory ",
-         req.cwd.c_str());
+    Fail(setup_fd, SetupStage::kWorkdir, errno, "cannot enter working directory ", req.cwd.c_str());
   }
   for (const Rlimit& r : req.rlimits) {
     struct rlimit rl = {r.soft, r.hard};
@@ -137,13 +136,57 @@ void ExecSearching(const std::vector<char*>& argv, const std::vector<char*>& env
   if (!req.seccomp_filter.empty()) {
     struct sock_fprog prog;
     prog.len = static_cast<unsigned short>(req.seccomp_filter.size() / sizeof(struct sock_filter));
-    prog.filter = reinterpret_cast<struct sock_filter*>(const_cast<char*>(req.seccomp_filter.data()));
+    prog.filter =
+        reinterpret_cast<struct sock_filter*>(const_cast<char*>(req.seccomp_filter.data()));
     if (::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) {
       Fail(setup_fd, SetupStage::kSeccomp, errno, "seccomp", "");
     }
   }
   ExecSearching(argv, envp);
   Fail(setup_fd, SetupStage::kExec, errno, "cannot run ", req.argv[0].c_str());
+}
+
+// Forks a worker for one file operation (protocol.h, kFileOp): init keeps serving while the
+// worker blocks on its pipes. The worker is reaped like any orphan; it reports on the result
+// socket, never on the control socket.
+void ServeFileOp(const std::string& payload, const int* fds, int nfds) {
+  FileRequest req;
+  FileDone done;
+  std::string root, rel;
+  if (nfds != 2) return;  // no result socket to answer on
+  int data_fd = fds[0], result_fd = fds[1];
+  if (!DecodeFileRequest(payload, &req)) {
+    done.err = EINVAL;
+    done.message = "malformed file request";
+  } else if (!SplitFileRoot(req.path, &root, &rel)) {
+    done.id = req.id;
+    done.err = EPERM;
+    done.message = "path is not under a sandbox file area";
+  } else {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::dup2(data_fd, 0);
+      ::dup2(result_fd, 1);
+      ::close_range(2, ~0U, 0);  // the control socket and the children's pipes among them
+      ::umask(022);
+      int root_fd = ::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+      if (root_fd < 0) {
+        done.id = req.id;
+        done.err = errno;
+        done.message = "open " + root;
+      } else {
+        RunFileOp(root_fd, rel, req, 0, 1, &done);
+      }
+      ::close(0);  // a reader of our data sees its end before it reads our answer
+      SendFrame(1, static_cast<uint32_t>(MessageType::kFileDone), EncodeFileDone(done));
+      _exit(0);
+    }
+    if (pid > 0) return;
+    done.id = req.id;
+    done.err = errno;
+    done.message = "fork a file worker";
+  }
+  SendFrame(result_fd, static_cast<uint32_t>(MessageType::kFileDone), EncodeFileDone(done));
 }
 
 struct Child {
@@ -239,7 +282,8 @@ int Serve() {
           w.U64(req.id);
           w.I32(spawn_err);
           w.I32(pid);
-          err = SendMessage(kControlFd, MessageType::kSpawned, w.data(), &pidfd, pidfd >= 0 ? 1 : 0);
+          err =
+              SendMessage(kControlFd, MessageType::kSpawned, w.data(), &pidfd, pidfd >= 0 ? 1 : 0);
           if (pidfd >= 0) ::close(pidfd);
           if (err != 0) return 0;
           break;
@@ -254,6 +298,11 @@ int Serve() {
             ::close(it->second.start_fd);
             it->second.start_fd = -1;
           }
+          break;
+        }
+        case MessageType::kFileOp: {
+          ServeFileOp(payload, fds, nfds);
+          for (int i = 0; i < nfds; ++i) ::close(fds[i]);
           break;
         }
         case MessageType::kSignal: {
@@ -279,8 +328,10 @@ int main() {
   ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   struct stat st;
   if (::fstat(airlock::init::kControlFd, &st) != 0 || !S_ISSOCK(st.st_mode)) {
-    std::fprintf(stderr, "airlock-init: fd %d is not the control socket; this program is started "
-                         "by airlock\n", airlock::init::kControlFd);
+    std::fprintf(stderr,
+                 "airlock-init: fd %d is not the control socket; this program is started "
+                 "by airlock\n",
+                 airlock::init::kControlFd);
     return 2;
   }
   return airlock::init::Serve();

@@ -158,6 +158,98 @@ int ReadFully(int sock, char* data, size_t size) {
 
 }  // namespace
 
+bool SplitFileRoot(std::string_view path, std::string* root, std::string* rest) {
+  if (path.empty() || path.size() > 4096 || path.front() != '/' ||
+      path.find('\0') != std::string_view::npos) {
+    return false;
+  }
+  for (const char* r : kFileRoots) {
+    std::string_view rv(r);
+    if (path.substr(0, rv.size()) != rv) continue;
+    std::string_view tail = path.substr(rv.size());
+    if (!tail.empty() && tail.front() != '/') continue;
+    while (!tail.empty() && tail.front() == '/') tail.remove_prefix(1);
+    while (!tail.empty() && tail.back() == '/') tail.remove_suffix(1);
+    // ".." is refused outright: the kernel would also stop it at the root, but a path that
+    // means something else than it reads has no business in an API call.
+    for (size_t i = 0; i <= tail.size();) {
+      size_t j = tail.find('/', i);
+      if (j == std::string_view::npos) j = tail.size();
+      if (tail.substr(i, j - i) == "..") return false;
+      i = j + 1;
+    }
+    *root = std::string(rv);
+    *rest = std::string(tail);
+    return true;
+  }
+  return false;
+}
+
+std::string EncodeFileRequest(const FileRequest& r) {
+  Writer w;
+  w.U64(r.id);
+  w.U32(static_cast<uint32_t>(r.op));
+  w.Bytes(r.path);
+  w.U32(r.mode);
+  w.U32(r.flags);
+  w.U64(r.max_bytes);
+  return w.data();
+}
+
+bool DecodeFileRequest(std::string_view payload, FileRequest* r) {
+  Reader rd(payload);
+  r->id = rd.U64();
+  uint32_t op = rd.U32();
+  r->path = rd.Bytes();
+  r->mode = rd.U32();
+  r->flags = rd.U32();
+  r->max_bytes = rd.U64();
+  if (op < static_cast<uint32_t>(FileOp::kRead) || op > static_cast<uint32_t>(FileOp::kRemove)) {
+    return false;
+  }
+  r->op = static_cast<FileOp>(op);
+  return rd.done();
+}
+
+std::string EncodeFileDone(const FileDone& d) {
+  Writer w;
+  w.U64(d.id);
+  w.I32(d.err);
+  w.Bytes(d.message);
+  w.U32(static_cast<uint32_t>(d.entries.size()));
+  for (const FileEntry& e : d.entries) {
+    w.Bytes(e.name);
+    w.U32(static_cast<uint32_t>(e.type));
+    w.U64(e.size);
+    w.U32(e.mode);
+    w.U64(static_cast<uint64_t>(e.mtime));
+    w.Bytes(e.target);
+  }
+  return w.data();
+}
+
+bool DecodeFileDone(std::string_view payload, FileDone* d) {
+  Reader r(payload);
+  d->id = r.U64();
+  d->err = r.I32();
+  d->message = r.Bytes();
+  uint32_t n = r.U32();
+  if (!r.ok() || n > payload.size()) return false;  // each entry takes bytes: n is bounded
+  d->entries.clear();
+  for (uint32_t i = 0; i < n && r.ok(); ++i) {
+    FileEntry e;
+    e.name = r.Bytes();
+    uint32_t type = r.U32();
+    e.type = type >= 1 && type <= 4 ? static_cast<FileType>(type) : FileType::kOther;
+    e.size = r.U64();
+    e.mode = r.U32();
+    e.mtime = static_cast<int64_t>(r.U64());
+    e.target = r.Bytes();
+    d->entries.push_back(std::move(e));
+  }
+  return r.done();
+}
+
 int SendMessage(int sock, MessageType type, std::string_view payload, const int* fds, int nfds) {
   return SendFrame(sock, static_cast<uint32_t>(type), payload, fds, nfds);
 }

@@ -15,6 +15,18 @@
 //   host -> init  kStart       {i32 pid}: the host has placed the process in its cgroup; run it
 //   host -> init  kSignal      {i32 pid, i32 signal}: signal the process group of pid
 //   init -> host  kExited      {i32 pid, i32 wait status, i32 SetupStage, i32 errno}
+//   host -> init  kFileOp      {u64 id, u32 FileOp, string path, u32 mode, u32 flags,
+//                               u64 max bytes} + fds {data pipe end, result socket}
+//   worker -> host kFileDone   on the result socket: {u64 id, i32 errno, string message,
+//                               u32 n, n x FileEntry}
+//
+// A file operation is done by a worker process that airlock-init forks (so init keeps serving),
+// as the sandbox's user, beneath one of the sandbox's file areas (FileRoots below). A read
+// streams the file into the data pipe; a write reads the data pipe to its end into a temporary
+// file beside the target, then waits for one byte on the result socket: 'C' renames it into
+// place, anything else (or the socket closing) discards it, so an interrupted upload never
+// leaves a partial file. FileEntry: {string name, u32 FileType, u64 size, u32 mode,
+// i64 mtime seconds, string symlink target}.
 //
 // With kWriteSelf (cgroup v1), the cgroup fds are "tasks" files the process writes "0" to
 // before anything else: it moves itself, with no migration by anyone (engine/cgroup.h,
@@ -47,7 +59,61 @@ enum class MessageType : uint32_t {
   kStart = 4,
   kSignal = 5,
   kExited = 6,
+  kFileOp = 7,
+  kFileDone = 8,
 };
+
+enum class FileOp : uint32_t {
+  kRead = 1,
+  kWrite = 2,
+  kList = 3,
+  kStat = 4,
+  kMkdir = 5,
+  kRemove = 6
+};
+// FileRequest::flags.
+inline constexpr uint32_t kFileParents = 1;    // mkdir -p; a write creates missing parents
+inline constexpr uint32_t kFileRecursive = 2;  // remove a directory and everything in it
+enum class FileType : uint32_t { kFile = 1, kDirectory = 2, kSymlink = 3, kOther = 4 };
+
+// Where file operations may act, inside the sandbox: the writable areas of the layout.
+inline constexpr const char* kFileRoots[] = {"/sandbox/workspace", "/sandbox/artifacts",
+                                             "/sandbox/tmp", "/sandbox/home", "/sandbox/cache"};
+
+// Splits an absolute sandbox path into its file root and the rest ("src/a.c"; empty for the
+// root itself). False when the path is not under a file root, is not absolute, holds NUL or a
+// ".." component, or is longer than 4096 bytes.
+bool SplitFileRoot(std::string_view path, std::string* root, std::string* rest);
+
+struct FileRequest {
+  uint64_t id = 0;
+  FileOp op = FileOp::kStat;
+  std::string path;
+  uint32_t mode = 0644;
+  uint32_t flags = 0;
+  uint64_t max_bytes = 0;  // reads and writes: the largest file accepted
+};
+
+struct FileEntry {
+  std::string name;
+  FileType type = FileType::kOther;
+  uint64_t size = 0;
+  uint32_t mode = 0;
+  int64_t mtime = 0;
+  std::string target;  // symlinks
+};
+
+struct FileDone {
+  uint64_t id = 0;
+  int32_t err = 0;                 // errno of the failure, 0 on success
+  std::string message;             // what failed ("open src/a.c")
+  std::vector<FileEntry> entries;  // list: the directory's entries; stat and read: the file
+};
+
+std::string EncodeFileRequest(const FileRequest& r);
+bool DecodeFileRequest(std::string_view payload, FileRequest* r);
+std::string EncodeFileDone(const FileDone& d);
+bool DecodeFileDone(std::string_view payload, FileDone* d);
 
 // Where a spawned process failed before its program ran (kExited carries it).
 enum class SetupStage : int32_t {
