@@ -40,26 +40,12 @@ struct RunFlags {
 
 // The operator's policy file: {"openPrivateHosts": [...], "openPrivateCidrs": [...]}.
 absl::StatusOr<netproxy::OperatorPolicy> LoadOperatorPolicy(const std::string& path) {
-  netproxy::OperatorPolicy op;
-  if (path.empty()) return op;
-  ASSIGN_OR_RETURN(std::string text, ReadFile(path, 1 << 20), fmt::format("--operator-policy {}", path));
+  if (path.empty()) return netproxy::OperatorPolicy{};
+  ASSIGN_OR_RETURN(std::string text, ReadFile(path, 1 << 20),
+                   fmt::format("--operator-policy {}", path));
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (!j.is_object()) return InvalidArgument(fmt::format("--operator-policy {}: not a JSON object", path));
-  for (const auto& [key, value] : j.items()) {
-    std::vector<std::string>* target = key == "openPrivateHosts"   ? &op.open_private_hosts
-                                       : key == "openPrivateCidrs" ? &op.open_private_cidrs
-                                                                   : nullptr;
-    if (target == nullptr) {
-      return InvalidArgument(fmt::format("--operator-policy {}: unknown field \"{}\"", path, key));
-    }
-    if (!value.is_array()) {
-      return InvalidArgument(fmt::format("--operator-policy {}: {} must be a list", path, key));
-    }
-    for (const auto& v : value) {
-      if (!v.is_string()) return InvalidArgument(fmt::format("--operator-policy {}: {} must hold strings", path, key));
-      target->push_back(v.get<std::string>());
-    }
-  }
+  ASSIGN_OR_RETURN(netproxy::OperatorPolicy op, netproxy::OperatorPolicyFromJson(j),
+                   fmt::format("--operator-policy {}", path));
   return op;
 }
 
@@ -96,9 +82,11 @@ absl::StatusOr<std::vector<std::string>> LoadSecrets(const RunFlags& f) {
 }
 
 void PrintHuman(const CommandResult& r) {
-  if (!r.stdout_preview.empty()) std::fwrite(r.stdout_preview.data(), 1, r.stdout_preview.size(), stdout);
+  if (!r.stdout_preview.empty())
+    std::fwrite(r.stdout_preview.data(), 1, r.stdout_preview.size(), stdout);
   std::fflush(stdout);
-  if (!r.stderr_preview.empty()) std::fwrite(r.stderr_preview.data(), 1, r.stderr_preview.size(), stderr);
+  if (!r.stderr_preview.empty())
+    std::fwrite(r.stderr_preview.data(), 1, r.stderr_preview.size(), stderr);
   std::string line = fmt::format("airlock: {} · exit {}", ToString(r.classification), r.exit_code);
   if (r.signal != 0) line += fmt::format(" (signal {})", r.signal);
   line += fmt::format(" · {} ms · cpu {} ms · peak {}", r.duration_ms,
@@ -139,8 +127,8 @@ int Run(const RunFlags& f) {
   if (!f.timeout.empty()) {
     auto t = ParseDuration(f.timeout);
     if (!t.ok() || t->count() <= 0) {
-      return fail(kExitUsage, InvalidArgument(fmt::format("--timeout {}: expected a positive duration",
-                                                          f.timeout)));
+      return fail(kExitUsage, InvalidArgument(fmt::format(
+                                  "--timeout {}: expected a positive duration", f.timeout)));
     }
     command.timeout = *t;
   }
@@ -198,8 +186,9 @@ int Run(const RunFlags& f) {
     std::fprintf(stderr, "airlock: warning: %s\n", std::string(Message(destroyed)).c_str());
   }
   if (f.json) {
-    std::printf("%s\n",
-                ToJson(*result).dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    std::printf(
+        "%s\n",
+        ToJson(*result).dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     PrintHuman(*result);
   }

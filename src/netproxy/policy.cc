@@ -303,4 +303,31 @@ nlohmann::json Policy::ToJson() const {
   return j;
 }
 
+absl::StatusOr<OperatorPolicy> OperatorPolicyFromJson(const nlohmann::json& j) {
+  OperatorPolicy op;
+  if (!j.is_object()) return InvalidArgument("operator policy: not a JSON object");
+  for (const auto& [key, value] : j.items()) {
+    std::vector<std::string>* target = key == "openPrivateHosts"   ? &op.open_private_hosts
+                                       : key == "openPrivateCidrs" ? &op.open_private_cidrs
+                                                                   : nullptr;
+    if (target == nullptr) {
+      return InvalidArgument(fmt::format("operator policy: unknown field \"{}\"", key));
+    }
+    if (!value.is_array()) {
+      return InvalidArgument(fmt::format("operator policy: {} must be a list", key));
+    }
+    for (const auto& v : value) {
+      if (!v.is_string()) {
+        return InvalidArgument(fmt::format("operator policy: {} must hold strings", key));
+      }
+      target->push_back(v.get<std::string>());
+    }
+  }
+  return op;
+}
+
+nlohmann::json ToJson(const OperatorPolicy& op) {
+  return {{"openPrivateHosts", op.open_private_hosts}, {"openPrivateCidrs", op.open_private_cidrs}};
+}
+
 }  // namespace airlock::netproxy

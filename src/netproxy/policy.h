@@ -38,6 +38,12 @@ struct OperatorPolicy {
   std::vector<std::string> open_private_cidrs;
 };
 
+// An operator policy written as JSON: {"openPrivateHosts": [...], "openPrivateCidrs": [...]}
+// (both optional). Unknown fields and wrong types are InvalidArgument naming the field; the
+// values themselves are checked by Policy::Compile.
+absl::StatusOr<OperatorPolicy> OperatorPolicyFromJson(const nlohmann::json& j);
+nlohmann::json ToJson(const OperatorPolicy& op);
+
 // One range of the always-denied set.
 struct DeniedRange {
   Cidr cidr;

@@ -1,0 +1,287 @@
+// The real airlock-shim binary driven through its protocol, as airlockd drives it: start, exec
+// (plain, streamed, in the background), attach, kill, files, pause, destroy; and what happens
+// when the shim's connection or the shim itself dies.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "common/files.h"
+#include "common/status.h"
+#include "engine/cgroup.h"
+#include "gtest/gtest.h"
+#include "shim/client.h"
+#include "shim/shim.h"
+
+extern char** environ;
+
+namespace airlock::shim {
+namespace {
+
+using nlohmann::json;
+using std::chrono::milliseconds;
+
+class ShimTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root";
+    char tmpl[] = "/tmp/airlock-shim-test-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+  }
+  void TearDown() override {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    // What a dead shim leaves is the reaper's (the daemon's) to remove; here, the test's.
+    engine::CgroupOptions o;
+    o.base = "airlock-test";
+    if (auto driver = engine::CgroupDriver::Detect(o); driver.ok() && !id_.empty()) {
+      if (auto cg = (*driver)->Open(id_.value()); cg.ok()) {
+        EXPECT_TRUE((*cg)->Destroy().ok());
+      }
+    }
+    if (!dir_.empty()) (void)RemoveTree(dir_);
+  }
+
+  // Starts airlock-shim; returns its ready line.
+  json StartShim(spec::SandboxSpec spec = {}) {
+    spec.resources.memory_mb = 256;
+    spec.filesystem.workspace_size_mb = 64;
+    ShimOptions o;
+    o.sandbox_id = SandboxId::New();
+    o.spec = spec;
+    o.tools_dir = AIRLOCK_TEST_TOOLS_DIR;
+    o.run_dir_base = dir_ + "/run";
+    o.log_dir = dir_ + "/logs";
+    o.cgroup_base = "airlock-test";
+    id_ = o.sandbox_id;
+    EXPECT_TRUE(WriteFileAtomic(dir_ + "/options.json", o.ToJson().dump()).ok());
+    socket_ = dir_ + "/shim.sock";
+    int ready[2];
+    EXPECT_EQ(::pipe(ready), 0);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, ready[1], 3);
+    std::string bin = AIRLOCK_SHIM_BIN;
+    std::vector<std::string> args = {
+        bin, "--options", dir_ + "/options.json", "--socket", socket_, "--ready-fd", "3"};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    EXPECT_EQ(posix_spawn(&pid_, bin.c_str(), &fa, nullptr, argv.data(), environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(ready[1]);
+    std::string line;
+    char c;
+    while (::read(ready[0], &c, 1) == 1 && c != '\n') line += c;
+    ::close(ready[0]);
+    client_ = std::make_unique<ShimClient>(socket_);
+    return json::parse(line, nullptr, false);
+  }
+
+  json Call(json req) {
+    auto r = client_->Call(req, milliseconds(30000));
+    EXPECT_TRUE(r.ok()) << req.dump() << ": " << r.status();
+    return r.ok() ? *r : json();
+  }
+
+  bool ShimExited(milliseconds within) {
+    auto deadline = std::chrono::steady_clock::now() + within;
+    while (std::chrono::steady_clock::now() < deadline) {
+      int status;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return true;
+      }
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    return false;
+  }
+
+  bool CgroupGone() {
+    engine::CgroupOptions o;
+    o.base = "airlock-test";
+    auto driver = engine::CgroupDriver::Detect(o);
+    return driver.ok() && !(*driver)->Open(id_.value()).ok();
+  }
+
+  std::string dir_, socket_;
+  pid_t pid_ = -1;
+  SandboxId id_;
+  std::unique_ptr<ShimClient> client_;
+};
+
+TEST_F(ShimTest, ServesASandboxAndDestroysItCompletely) {
+  json ready = StartShim();
+  ASSERT_TRUE(ready.value("ok", false)) << ready.dump();
+  EXPECT_EQ(ready["sandbox_id"], id_.value());
+  int init_pid = ready["init_pid"];
+  json r = Call({{"op", "exec"}, {"command", {{"argv", {"sh", "-c", "echo hi; exit 3"}}}}});
+  EXPECT_EQ(r["result"]["exit_code"], 3);
+  EXPECT_EQ(r["result"]["stdout_preview"], "hi\n");
+  EXPECT_EQ(r["result"]["classification"], "EXIT_NONZERO");
+  json hello = Call({{"op", "hello"}});
+  ASSERT_EQ(hello["commands"].size(), 1u);
+  EXPECT_EQ(hello["commands"][0]["state"], "finished");
+  EXPECT_TRUE(Call({{"op", "destroy"}}).value("ok", false));
+  EXPECT_TRUE(ShimExited(milliseconds(10000)));
+  EXPECT_NE(::kill(init_pid, 0), 0) << "airlock-init survived the destroy";
+  EXPECT_TRUE(CgroupGone());
+  EXPECT_NE(::access(socket_.c_str(), F_OK), 0);
+}
+
+TEST_F(ShimTest, StreamsOutputAndEvents) {
+  ASSERT_TRUE(StartShim().value("ok", false));
+  std::string out, err;
+  std::vector<std::string> events;
+  auto r = client_->Stream(
+      {{"op", "exec"},
+       {"stream", true},
+       {"command", {{"argv", {"sh", "-c", "echo one; echo two >&2; sleep 0.2; echo three"}}}}},
+      [&](Frame type, std::string_view payload) {
+        if (type == Frame::kStdout) out += payload;
+        if (type == Frame::kStderr) err += payload;
+        if (type == Frame::kEvent) events.emplace_back(payload);
+        return true;
+      },
+      milliseconds(30000));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(out, "one\nthree\n");
+  EXPECT_EQ(err, "two\n");
+  ASSERT_FALSE(events.empty());
+  EXPECT_NE(events[0].find("\"started\""), std::string::npos);
+  EXPECT_EQ((*r)["result"]["classification"], "OK");
+}
+
+TEST_F(ShimTest, BackgroundCommandsAttachAndKill) {
+  ASSERT_TRUE(StartShim().value("ok", false));
+  json started = Call({{"op", "exec"},
+                       {"background", true},
+                       {"command", {{"argv", {"sh", "-c", "echo serving; sleep 600"}}}}});
+  std::string id = started["command_id"];
+  EXPECT_EQ(started["state"], "running");
+  // A foreground command runs beside it.
+  EXPECT_EQ(Call({{"op", "exec"}, {"command", {{"argv", {"true"}}}}})["result"]["classification"],
+            "OK");
+  EXPECT_EQ(Call({{"op", "command"}, {"command_id", id}})["state"], "running");
+  std::thread killer([&] {
+    std::this_thread::sleep_for(milliseconds(300));
+    Call({{"op", "kill"}, {"command_id", id}});
+  });
+  std::string out;
+  auto attached = client_->Stream(
+      {{"op", "attach"}, {"command_id", id}},
+      [&](Frame type, std::string_view p) {
+        if (type == Frame::kStdout) out += p;
+        return true;
+      },
+      milliseconds(30000));
+  killer.join();
+  ASSERT_TRUE(attached.ok()) << attached.status();
+  EXPECT_EQ(out, "serving\n");  // replayed from the command's recent output
+  EXPECT_EQ((*attached)["result"]["signal"], 9);
+  json state = Call({{"op", "command"}, {"command_id", id}});
+  EXPECT_EQ(state["state"], "finished");
+  EXPECT_EQ(state["result"]["signal"], 9);
+  auto missing = client_->Call({{"op", "kill"}, {"command_id", "cmd-nope"}}, milliseconds(5000));
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+}
+
+// A client that goes away mid-stream stops only the stream: the command finishes and its result
+// is kept for whoever asks next (a restarted daemon).
+TEST_F(ShimTest, CommandsOutliveTheirConnection) {
+  ASSERT_TRUE(StartShim().value("ok", false));
+  std::string id;
+  auto r = client_->Stream(
+      {{"op", "exec"},
+       {"stream", true},
+       {"command", {{"argv", {"sh", "-c", "echo start; sleep 0.5; echo end"}}}}},
+      [&](Frame type, std::string_view p) {
+        if (type == Frame::kEvent) id = json::parse(p)["command_id"];
+        return type != Frame::kStdout;  // leave at the first output
+      },
+      milliseconds(30000));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled);
+  ASSERT_FALSE(id.empty());
+  json state;
+  for (int i = 0; i < 100; ++i) {
+    state = Call({{"op", "command"}, {"command_id", id}});
+    if (state["state"] != "running") break;
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  EXPECT_EQ(state["state"], "finished");
+  EXPECT_EQ(state["result"]["stdout_preview"], "start\nend\n");
+}
+
+TEST_F(ShimTest, FilesPauseAndStats) {
+  ASSERT_TRUE(StartShim().value("ok", false));
+  int n = 0;
+  auto up = client_->Upload(
+      {{"op", "files"},
+       {"file_op", "write"},
+       {"path", "/sandbox/workspace/data/in.txt"},
+       {"parents", true},
+       {"max_bytes", 1 << 20}},
+      [&]() -> absl::StatusOr<std::string> {
+        return ++n <= 3 ? std::string("abc") : std::string();
+      },
+      milliseconds(30000));
+  ASSERT_TRUE(up.ok()) << up.status();
+  EXPECT_EQ((*up)["file"]["size"], 9);
+  json r = Call({{"op", "exec"}, {"command", {{"argv", {"cat", "data/in.txt"}}}}});
+  EXPECT_EQ(r["result"]["stdout_preview"], "abcabcabc");
+  std::string content;
+  auto down = client_->Stream(
+      {{"op", "files"}, {"file_op", "read"}, {"path", "/sandbox/workspace/data/in.txt"}},
+      [&](Frame type, std::string_view p) {
+        if (type == Frame::kData) content += p;
+        return true;
+      },
+      milliseconds(30000));
+  ASSERT_TRUE(down.ok());
+  EXPECT_EQ(content, "abcabcabc");
+  auto escape = client_->Call({{"op", "files"}, {"file_op", "read"}, {"path", "/etc/shadow"}},
+                              milliseconds(5000));
+  EXPECT_EQ(escape.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(Call({{"op", "pause"}}).value("ok", false));
+  EXPECT_EQ(Call({{"op", "stats"}})["paused"], true);
+  EXPECT_TRUE(Call({{"op", "resume"}}).value("ok", false));
+  EXPECT_EQ(Call({{"op", "stats"}})["paused"], false);
+}
+
+// If the shim dies (SIGKILL), its sandbox dies with it: nothing keeps running unsupervised.
+TEST_F(ShimTest, SandboxDiesWithItsShim) {
+  json ready = StartShim();
+  ASSERT_TRUE(ready.value("ok", false));
+  int init_pid = ready["init_pid"];
+  int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, init_pid, 0));
+  ASSERT_GE(pidfd, 0);
+  Call({{"op", "exec"}, {"background", true}, {"command", {{"argv", {"sleep", "600"}}}}});
+  ::kill(pid_, SIGKILL);
+  ::waitpid(pid_, nullptr, 0);
+  pid_ = -1;
+  struct pollfd p = {pidfd, POLLIN, 0};
+  EXPECT_EQ(::poll(&p, 1, 5000), 1) << "airlock-init outlived its shim";
+  ::close(pidfd);
+  auto gone = client_->Call({{"op", "hello"}}, milliseconds(2000));
+  EXPECT_EQ(gone.status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST_F(ShimTest, ABadSpecFailsTheStartWithTheReason) {
+  spec::SandboxSpec s;
+  s.filesystem.mounts.push_back({"/no/such/dir", "/opt/x", spec::MountMode::kReadOnly});
+  json ready = StartShim(s);
+  EXPECT_FALSE(ready.value("ok", true));
+  EXPECT_NE(ready.value("message", "").find("/no/such/dir"), std::string::npos) << ready.dump();
+  EXPECT_TRUE(ShimExited(milliseconds(5000)));
+}
+
+}  // namespace
+}  // namespace airlock::shim
