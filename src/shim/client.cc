@@ -70,22 +70,43 @@ absl::StatusOr<nlohmann::json> ShimClient::Stream(
   }
 }
 
+absl::StatusOr<std::unique_ptr<ShimClient::Upload>> ShimClient::BeginUpload(
+    const nlohmann::json& request) {
+  ASSIGN_OR_RETURN(UniqueFd fd, Connect(socket_path_));
+  RETURN_IF_ERROR(SendJson(fd.get(), Frame::kRequest, request));
+  return std::unique_ptr<Upload>(new Upload(fd.Release()));
+}
+
+ShimClient::Upload::~Upload() {
+  if (fd_ >= 0) ::close(fd_);  // without an end frame: the shim abandons the write
+}
+
+absl::Status ShimClient::Upload::Write(std::string_view data) {
+  // The shim may have answered early (a refused path, a limit): Finish reads why.
+  if (!broken_ && !SendBytes(fd_, Frame::kData, data).ok()) broken_ = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<nlohmann::json> ShimClient::Upload::Finish(std::chrono::milliseconds timeout) {
+  if (!broken_) (void)SendBytes(fd_, Frame::kEnd, {});
+  ASSIGN_OR_RETURN(Received r, ReceiveWithin(fd_, timeout));
+  ::close(fd_);
+  fd_ = -1;
+  if (r.type != Frame::kResponse) return Internal("shim protocol: expected the upload's answer");
+  return Final(r);
+}
+
 absl::StatusOr<nlohmann::json> ShimClient::Upload(
     const nlohmann::json& request, const std::function<absl::StatusOr<std::string>()>& next,
     std::chrono::milliseconds timeout) {
-  ASSIGN_OR_RETURN(UniqueFd fd, Connect(socket_path_));
-  RETURN_IF_ERROR(SendJson(fd.get(), Frame::kRequest, request));
+  ASSIGN_OR_RETURN(std::unique_ptr<class Upload> up, BeginUpload(request));
   for (;;) {
     absl::StatusOr<std::string> chunk = next();
-    if (!chunk.ok()) return chunk.status();  // closing without an end frame abandons the write
+    if (!chunk.ok()) return chunk.status();  // dropping `up` abandons the write
     if (chunk->empty()) break;
-    // The shim may answer early (a refused path); its answer is read below.
-    if (!SendBytes(fd.get(), Frame::kData, *chunk).ok()) break;
+    RETURN_IF_ERROR(up->Write(*chunk));
   }
-  (void)SendBytes(fd.get(), Frame::kEnd, {});
-  ASSIGN_OR_RETURN(Received r, ReceiveWithin(fd.get(), timeout));
-  if (r.type != Frame::kResponse) return Internal("shim protocol: expected the upload's answer");
-  return Final(r);
+  return up->Finish(timeout);
 }
 
 }  // namespace airlock::shim

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -29,6 +30,22 @@ class ShimClient {
       const nlohmann::json& request,
       const std::function<bool(Frame type, std::string_view payload)>& on_frame,
       std::chrono::milliseconds idle_timeout);
+
+  // An upload in progress: Write sends data frames, Finish the end frame and reads the answer.
+  // Destroying it before Finish abandons the upload (the shim discards what it received).
+  class Upload {
+   public:
+    ~Upload();
+    absl::Status Write(std::string_view data);
+    absl::StatusOr<nlohmann::json> Finish(std::chrono::milliseconds timeout);
+
+   private:
+    friend class ShimClient;
+    explicit Upload(int fd) : fd_(fd) {}
+    int fd_;
+    bool broken_ = false;
+  };
+  absl::StatusOr<std::unique_ptr<Upload>> BeginUpload(const nlohmann::json& request);
 
   // A request followed by data frames from `next` (empty string: the end) and the end frame.
   absl::StatusOr<nlohmann::json> Upload(const nlohmann::json& request,

@@ -1,7 +1,9 @@
 // airlock-shim: owns one sandbox for airlockd (shim/shim.h, shim/protocol.h).
 //
-//   airlock-shim --options FILE --socket PATH [--ready-fd N]
+//   airlock-shim --options FILE --socket PATH [--ready-fd N] [--detach]
 //
+// With --detach it forks at once and the parent exits, so the shim is nobody's child but init's
+// (or the nearest subreaper's) and outlives the daemon that started it.
 // Reads its options (written by the daemon), binds its socket, builds the sandbox, writes one
 // JSON line to the ready descriptor (the hello answer, or {"ok": false, ...}) and serves until
 // told to destroy the sandbox or sent SIGTERM. It detaches from the daemon's session so it
@@ -57,8 +59,18 @@ void Ready(int fd, const nlohmann::json& j) {
 int Main(int argc, char** argv) {
   std::string options_path, socket_path;
   int ready_fd = -1;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  bool detach = false;
+  for (int i = 1; i < argc; i += 2) {
     std::string flag = argv[i];
+    if (flag == "--detach") {
+      detach = true;
+      --i;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "airlock-shim: %s needs a value\n", flag.c_str());
+      return 2;
+    }
     if (flag == "--options") {
       options_path = argv[i + 1];
     } else if (flag == "--socket") {
@@ -71,8 +83,17 @@ int Main(int argc, char** argv) {
     }
   }
   if (options_path.empty() || socket_path.empty()) {
-    std::fprintf(stderr, "usage: airlock-shim --options FILE --socket PATH [--ready-fd N]\n");
+    std::fprintf(stderr,
+                 "usage: airlock-shim --options FILE --socket PATH [--ready-fd N] [--detach]\n");
     return 2;
+  }
+  if (detach) {
+    pid_t pid = ::fork();
+    if (pid < 0) {
+      std::perror("airlock-shim: fork");
+      return 1;
+    }
+    if (pid > 0) return 0;  // the starter reaps us at once; our child carries on
   }
   auto fail = [&](const absl::Status& s) {
     std::fprintf(stderr, "airlock-shim: %s\n", std::string(s.message()).c_str());
@@ -100,14 +121,19 @@ int Main(int argc, char** argv) {
   if (!options.ok()) return fail(options.status());
   absl::StatusOr<UniqueFd> listener = Listen(socket_path);
   if (!listener.ok()) return fail(listener.status());
+  // Beside the socket, so whoever cleans up can find (and verify) us even if we stop answering.
+  std::string pid_file = socket_path + ".pid";
+  (void)WriteFileAtomic(pid_file, std::to_string(::getpid()), 0600);
   absl::StatusOr<std::unique_ptr<Shim>> shim = Shim::Create(*std::move(options));
   if (!shim.ok()) {
     ::unlink(socket_path.c_str());
+    ::unlink(pid_file.c_str());
     return fail(shim.status());
   }
   Ready(ready_fd, (*shim)->Hello());
   absl::Status served = (*shim)->Serve(listener->get());
   ::unlink(socket_path.c_str());
+  ::unlink(pid_file.c_str());
   if (!served.ok()) {
     std::fprintf(stderr, "airlock-shim: %s\n", std::string(served.message()).c_str());
     return 1;

@@ -1,0 +1,228 @@
+// SandboxManager: the node's sandboxes, their lifecycle, commands, files and cleanup
+// (docs/daemon.md). Every durable fact goes through the Store; every sandbox is owned by its
+// own airlock-shim process, reached through shim::ShimClient.
+//
+// Methods block (database, shim) and are thread-safe: the HTTP layer calls them from a thread
+// pool. Errors follow http/errors.h: NotFound for a sandbox the caller does not own or that does
+// not exist, FailedPrecondition for a sandbox in the wrong state, InvalidArgument for a bad
+// request, PermissionDenied for a refused path or release, ResourceExhausted for limits.
+#ifndef AIRLOCK_DAEMON_SANDBOX_MANAGER_H_
+#define AIRLOCK_DAEMON_SANDBOX_MANAGER_H_
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "command/command.h"
+#include "common/ids.h"
+#include "http/metrics.h"
+#include "netproxy/policy.h"
+#include "nlohmann/json.hpp"
+#include "shim/client.h"
+#include "spec/sandbox_spec.h"
+#include "store/blob_store.h"
+#include "store/store.h"
+
+namespace airlock::daemon {
+
+struct ManagerOptions {
+  std::string data_dir;
+  NodeId node;
+  std::string tools_dir;  // airlock-init and the in-sandbox tools
+  std::string shim_bin;   // airlock-shim
+  std::string cgroup_base;  // default "airlock/<node>"
+  netproxy::OperatorPolicy operator_policy;
+  // Tests: names the sandboxes' egress proxies resolve without DNS (and nothing else).
+  std::map<std::string, std::vector<std::string>> proxy_hosts;
+
+  absl::Duration default_ttl = absl::Hours(1);
+  absl::Duration max_ttl = absl::Hours(24);
+  // Setup states past their timeout fail the sandbox.
+  absl::Duration timeout_preparing_image = absl::Minutes(10);
+  absl::Duration timeout_mounting_workspace = absl::Minutes(5);
+  absl::Duration timeout_starting = absl::Seconds(60);
+  absl::Duration timeout_cleaning = absl::Minutes(2);
+  absl::Duration timeout_collecting = absl::Minutes(10);
+
+  uint64_t max_file_bytes = 1ull << 30;  // one upload or download
+  int max_sandboxes = 1000;              // live sandboxes on this node
+};
+
+// Who is calling: the API key's id (sandboxes belong to it) and the audit actor.
+struct Caller {
+  ApiKeyId key;
+  std::string actor;  // "key:ak-..."
+};
+
+struct WorkspaceSource {
+  std::string repo;    // a path on the daemon's host or a git URL
+  std::string commit;  // the pinned base commit (a full or abbreviated hash, or a ref)
+};
+
+struct CreateRequest {
+  nlohmann::json spec;        // empty object with template_name set: from the template
+  std::string template_name;  // "R0".."R5", "default", or DIR/templates/NAME.{yaml,json}
+  std::optional<absl::Duration> ttl;
+  std::optional<absl::Duration> idle_timeout;
+  std::map<std::string, std::string> metadata;
+  std::string idempotency_key;
+  std::optional<WorkspaceSource> workspace;
+};
+
+struct ExecRequest {
+  CommandSpec command;
+  std::vector<std::string> secrets;  // values to redact from this command's output
+  bool keep_background = false;
+};
+
+// What a streamed exec emits before its result: output chunks (already redacted) and events.
+struct ExecFrame {
+  enum class Kind { kStdout, kStderr, kEvent } kind;
+  std::string data;  // output bytes, or the event as JSON
+};
+// Returns false when the receiver has gone (the command goes on; its result is stored).
+using FrameSink = std::function<bool(const ExecFrame&)>;
+
+struct FileEntryView {
+  nlohmann::json json;  // {name, type, size, mode, mtime[, target]}
+};
+
+class SandboxManager {
+ public:
+  SandboxManager(ManagerOptions options, store::Store* store, store::BlobStore* blobs,
+                 http::Metrics* metrics);
+  ~SandboxManager();
+
+  // Creates and starts a sandbox; returns it in Running (or the earlier sandbox with the same
+  // idempotency key, with created = false).
+  absl::StatusOr<store::CreateResult> Create(const Caller& caller, const CreateRequest& request);
+  absl::StatusOr<store::SandboxRecord> Get(const Caller& caller, const SandboxId& id);
+  absl::StatusOr<store::SandboxPage> List(const Caller& caller, store::SandboxQuery query);
+
+  // Runs a command to its end. With a sink, its output streams there as it comes.
+  absl::StatusOr<CommandResult> Exec(const Caller& caller, const SandboxId& id,
+                                     const ExecRequest& request, const FrameSink& sink = nullptr);
+  // Starts a command in the background; returns its record (state running).
+  absl::StatusOr<store::CommandRecord> StartBackground(const Caller& caller, const SandboxId& id,
+                                                       const ExecRequest& request);
+  absl::StatusOr<store::CommandRecord> GetCommand(const Caller& caller, const SandboxId& id,
+                                                  const CommandId& command);
+  absl::StatusOr<std::vector<store::CommandRecord>> ListCommands(const Caller& caller,
+                                                                 const SandboxId& id);
+  // Streams a command's output (from what the shim still holds) until it ends.
+  absl::StatusOr<store::CommandRecord> Attach(const Caller& caller, const SandboxId& id,
+                                              const CommandId& command, const FrameSink& sink);
+  absl::Status KillCommand(const Caller& caller, const SandboxId& id, const CommandId& command,
+                           int signal);
+
+  // Files. `path` is absolute in the sandbox or relative to /sandbox/workspace.
+  absl::StatusOr<nlohmann::json> StatFile(const Caller& caller, const SandboxId& id,
+                                          const std::string& path);
+  absl::StatusOr<nlohmann::json> ListFiles(const Caller& caller, const SandboxId& id,
+                                           const std::string& path);
+  absl::Status MakeDirectory(const Caller& caller, const SandboxId& id, const std::string& path,
+                             bool parents);
+  absl::Status RemoveFile(const Caller& caller, const SandboxId& id, const std::string& path,
+                          bool recursive);
+  // An upload: Write the content in pieces, then Finish (which commits it atomically and
+  // records a file_write event). Dropping it before Finish leaves the old file, if any.
+  class FileWriter {
+   public:
+    absl::Status Write(std::string_view data);
+    absl::StatusOr<nlohmann::json> Finish();
+
+   private:
+    friend class SandboxManager;
+    SandboxManager* manager_ = nullptr;
+    SandboxId id_;
+    std::string actor_, path_;
+    std::unique_ptr<shim::ShimClient::Upload> upload_;
+  };
+  absl::StatusOr<std::unique_ptr<FileWriter>> BeginWrite(const Caller& caller, const SandboxId& id,
+                                                         const std::string& path, uint32_t mode,
+                                                         bool parents);
+  absl::StatusOr<nlohmann::json> ReadFile(const Caller& caller, const SandboxId& id,
+                                          const std::string& path,
+                                          const std::function<bool(std::string_view)>& sink);
+
+  absl::StatusOr<store::SandboxRecord> Pause(const Caller& caller, const SandboxId& id);
+  absl::StatusOr<store::SandboxRecord> Resume(const Caller& caller, const SandboxId& id);
+  absl::StatusOr<store::SandboxRecord> ExtendTtl(const Caller& caller, const SandboxId& id,
+                                                 absl::Duration ttl);
+  absl::StatusOr<store::SandboxRecord> UpdateNetwork(const Caller& caller, const SandboxId& id,
+                                                     const nlohmann::json& network,
+                                                     bool may_loosen);
+  absl::StatusOr<std::vector<store::AuditEvent>> Events(const Caller& caller, const SandboxId& id,
+                                                        int64_t after_seq, int limit);
+  // Terminates the sandbox: kills everything, removes it, keeps its records. Idempotent.
+  absl::StatusOr<store::SandboxRecord> Destroy(const Caller& caller, const SandboxId& id,
+                                               std::string_view reason);
+
+  // Re-adopts live shims, finishes interrupted work and removes leftovers (docs/daemon.md,
+  // "Reaper and re-adoption"). Called at start and periodically; never throws away audit events.
+  void Reconcile();
+
+  // Number of sandboxes by state (for /metrics) and whether the node can take work (/readyz).
+  std::map<std::string, int64_t> CountByState();
+  absl::Status Ready();
+
+  const ManagerOptions& options() const { return options_; }
+
+ private:
+  struct Live;  // what the manager holds per running sandbox (in memory, rebuilt on adopt)
+
+  absl::StatusOr<store::SandboxRecord> Owned(const Caller& caller, const SandboxId& id);
+  absl::StatusOr<store::SandboxRecord> OwnedRunning(const Caller& caller, const SandboxId& id);
+  absl::StatusOr<spec::SandboxSpec> ResolveSpec(const CreateRequest& request);
+  absl::Status Start(const store::SandboxRecord& record, const spec::SandboxSpec& spec,
+                     const CreateRequest& request, const std::string& actor);
+  absl::Status PrepareWorkspace(const SandboxId& id, const WorkspaceSource& source,
+                                spec::SandboxSpec* spec);
+  absl::StatusOr<nlohmann::json> LaunchShim(const SandboxId& id, const spec::SandboxSpec& spec);
+  absl::StatusOr<store::SandboxRecord> Transition(const SandboxId& id,
+                                                  std::vector<store::SandboxState> from,
+                                                  store::SandboxState to, std::string actor,
+                                                  std::string reason,
+                                                  std::optional<std::string> error = std::nullopt);
+  // Removes everything a sandbox has on the node: its shim (told, then killed), cgroups, run and
+  // state directories. OK when nothing was left.
+  absl::Status RemoveLeftovers(const store::SandboxRecord& record);
+  absl::StatusOr<store::SandboxRecord> Teardown(const store::SandboxRecord& record,
+                                                std::string actor, std::string reason);
+  void Adopt(const store::SandboxRecord& record, bool after_restart);
+  void ExpireIdle();
+  void RemoveOrphans();
+  absl::StatusOr<store::CommandRecord> RunCommand(const Caller& caller,
+                                                  const store::SandboxRecord& record,
+                                                  const ExecRequest& request, bool background,
+                                                  const FrameSink& sink);
+  absl::StatusOr<std::string> SandboxPath(const std::string& path) const;
+  shim::ShimClient ClientFor(const store::SandboxRecord& record) const;
+  std::string StateDir(const SandboxId& id) const;
+  void NoteActivity(const SandboxId& id);
+
+  ManagerOptions options_;
+  store::Store* store_;
+  store::BlobStore* blobs_;
+  http::Metrics* metrics_;
+  http::Histogram* exec_latency_ = nullptr;
+  http::Counter* reaper_actions_ = nullptr;
+
+  std::mutex mu_;
+  std::map<SandboxId, int> busy_;  // commands and streams in flight per sandbox
+  std::map<SandboxId, int64_t> last_cpu_us_;
+  bool first_reconcile_ = true;
+};
+
+}  // namespace airlock::daemon
+
+#endif  // AIRLOCK_DAEMON_SANDBOX_MANAGER_H_
