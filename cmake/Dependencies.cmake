@@ -13,7 +13,7 @@ find_package(Boost 1.74 REQUIRED)
 
 # Process start-up matters (`airlock run` is compared with bwrap): loading some forty shared
 # objects costs milliseconds per run. Where Debian ships static archives (abseil, yaml-cpp,
-# libseccomp, re2, zstd, OpenSSL), link those instead.
+# libseccomp, re2, zstd, SQLite, OpenSSL), link those instead.
 option(AIRLOCK_STATIC_DEPS "Link third-party libraries statically where archives exist" ON)
 if(AIRLOCK_STATIC_DEPS)
   set(OPENSSL_USE_STATIC_LIBS TRUE)
@@ -24,6 +24,7 @@ find_package(OpenSSL REQUIRED)
 pkg_check_modules(SECCOMP REQUIRED IMPORTED_TARGET libseccomp)
 pkg_check_modules(RE2 REQUIRED IMPORTED_TARGET re2)
 pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
+pkg_check_modules(SQLITE3 REQUIRED IMPORTED_TARGET sqlite3)
 if(AIRLOCK_STATIC_DEPS)
   set(CMAKE_FIND_LIBRARY_SUFFIXES ${_airlock_suffixes})
   # Imported CMake packages: point each target at its archive (dependencies between the targets

@@ -46,10 +46,26 @@ struct CommandIdTag {
 struct RunIdTag {
   static constexpr std::string_view kPrefix = "run-";
 };
+struct ApiKeyIdTag {
+  static constexpr std::string_view kPrefix = "ak-";
+};
+struct ArtifactIdTag {
+  static constexpr std::string_view kPrefix = "art-";
+};
+struct NodeIdTag {
+  static constexpr std::string_view kPrefix = "node-";
+};
+struct InterpSessionIdTag {
+  static constexpr std::string_view kPrefix = "is-";
+};
 
 using SandboxId = StrongId<SandboxIdTag>;
 using CommandId = StrongId<CommandIdTag>;
 using RunId = StrongId<RunIdTag>;
+using ApiKeyId = StrongId<ApiKeyIdTag>;
+using ArtifactId = StrongId<ArtifactIdTag>;
+using NodeId = StrongId<NodeIdTag>;
+using InterpSessionId = StrongId<InterpSessionIdTag>;
 
 }  // namespace airlock
 

@@ -17,10 +17,15 @@ TEST(IdsTest, NewIdsHavePrefixAndAreDistinct) {
     ASSERT_TRUE(seen.insert(id.value()).second);
   }
   EXPECT_EQ(CommandId::New().value().rfind("cmd-", 0), 0u);
+  EXPECT_EQ(ApiKeyId::New().value().rfind("ak-", 0), 0u);
+  EXPECT_EQ(ArtifactId::New().value().rfind("art-", 0), 0u);
+  EXPECT_EQ(NodeId::New().value().rfind("node-", 0), 0u);
+  EXPECT_EQ(InterpSessionId::New().value().rfind("is-", 0), 0u);
 }
 
 TEST(IdsTest, DistinctTypes) {
   static_assert(!std::is_convertible_v<SandboxId, CommandId>);
+  static_assert(!std::is_convertible_v<ApiKeyId, ArtifactId>);
   static_assert(!std::is_convertible_v<std::string, SandboxId>);
   EXPECT_EQ(SandboxId("sb-x"), SandboxId("sb-x"));
   EXPECT_NE(SandboxId("sb-x"), SandboxId("sb-y"));
