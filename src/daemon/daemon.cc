@@ -157,7 +157,9 @@ class Daemon::Impl {
     for (const char* sub : {"/sandboxes", "/run", "/templates"}) {
       RETURN_IF_ERROR(MakeDirs(m.data_dir + sub, 0700));
     }
-    if (m.node.empty()) ASSIGN_OR_RETURN(m.node, NodeIdFor(m.data_dir));
+    if (m.node.empty()) {
+      ASSIGN_OR_RETURN(m.node, NodeIdFor(m.data_dir));
+    }
     if (m.tools_dir.empty()) m.tools_dir = engine::DefaultToolsDir();
     if (m.shim_bin.empty()) m.shim_bin = DefaultShimBinary();
 
@@ -166,8 +168,8 @@ class Daemon::Impl {
     http_requests_ = &metrics_.AddCounter("airlock_http_requests_total", "HTTP requests.",
                                           {"route", "status"});
     sandboxes_ = &metrics_.AddGauge("airlock_sandboxes", "Sandboxes by state.", {"state"});
-    store::StoreOptions so;
-    so.observer = [this](const store::StoreCall& c) {
+    store::SqliteStoreOptions so;
+    so.store.observer = [this](const store::StoreCall& c) {
       store_latency_->Observe(absl::ToDoubleSeconds(c.latency), {std::string(c.op)});
     };
     ASSIGN_OR_RETURN(store_, store::OpenSqliteStore(m.data_dir, so), "store");
@@ -228,6 +230,11 @@ class Daemon::Impl {
 
   static SandboxId IdOf(const Exchange& ex) { return SandboxId(ex.request().params.at("id")); }
 
+  // Runs `f` on the pool. In a coroutine, a lambda written inside a co_await expression
+  // captures by reference only ([&]: the frame outlives the awaited work). GCC 12 relocates
+  // such a temporary closure bitwise, which breaks a captured std::string that points into
+  // itself (a short string) and frees frame memory on destruction. Work that must outlive the
+  // coroutine is named first and moved in (see StreamFrom).
   template <typename F>
   auto Blocking(F f) {
     return http::RunBlocking(pool_.get_executor(), std::move(f));
@@ -261,13 +268,13 @@ class Daemon::Impl {
       co_await ex.Respond(200, "text/plain", "ok\n");
     }, {.authenticated = false});
     r.Add(Verb::get, "/readyz", [this](Exchange& ex) -> asio::awaitable<void> {
-      absl::Status ready = co_await Blocking([this] { return manager_->Ready(); });
+      absl::Status ready = co_await Blocking([&] { return manager_->Ready(); });
       json body = {{"ready", ready.ok()}};
       if (!ready.ok()) body["reason"] = std::string(ready.message());
       co_await ex.RespondJson(ready.ok() ? 200 : 503, body);
     }, {.authenticated = false});
     r.Add(Verb::get, "/metrics", [this](Exchange& ex) -> asio::awaitable<void> {
-      std::string text = co_await Blocking([this] { return metrics_.Render(); });
+      std::string text = co_await Blocking([&] { return metrics_.Render(); });
       co_await ex.Respond(200, "text/plain; version=0.0.4", std::move(text));
     }, {.authenticated = false});
 
@@ -276,7 +283,7 @@ class Daemon::Impl {
     r.Add(Verb::get, "/v1/sandboxes/{id}", [this](Exchange& ex) -> asio::awaitable<void> {
       Caller c = CallerOf(ex);
       SandboxId id = IdOf(ex);
-      co_await Answer(ex, 200, [this, c, id]() -> absl::StatusOr<json> {
+      co_await Answer(ex, 200, [&]() -> absl::StatusOr<json> {
         ASSIGN_OR_RETURN(store::SandboxRecord s, manager_->Get(c, id));
         return SandboxJson(s);
       });
@@ -284,7 +291,7 @@ class Daemon::Impl {
     r.Add(Verb::delete_, "/v1/sandboxes/{id}", [this](Exchange& ex) -> asio::awaitable<void> {
       Caller c = CallerOf(ex);
       SandboxId id = IdOf(ex);
-      co_await Answer(ex, 200, [this, c, id]() -> absl::StatusOr<json> {
+      co_await Answer(ex, 200, [&]() -> absl::StatusOr<json> {
         ASSIGN_OR_RETURN(store::SandboxRecord s, manager_->Destroy(c, id, "terminated by API"));
         return SandboxJson(s);
       });
@@ -294,7 +301,7 @@ class Daemon::Impl {
           [this](Exchange& ex) -> asio::awaitable<void> {
             Caller c = CallerOf(ex);
             SandboxId id = IdOf(ex);
-            co_await Answer(ex, 200, [this, c, id]() -> absl::StatusOr<json> {
+            co_await Answer(ex, 200, [&]() -> absl::StatusOr<json> {
               ASSIGN_OR_RETURN(auto list, manager_->ListCommands(c, id));
               json out = json::array();
               for (const auto& cmd : list) out.push_back(CommandJson(cmd));
@@ -306,7 +313,7 @@ class Daemon::Impl {
             Caller c = CallerOf(ex);
             SandboxId id = IdOf(ex);
             CommandId cid(ex.request().params.at("cid"));
-            co_await Answer(ex, 200, [this, c, id, cid]() -> absl::StatusOr<json> {
+            co_await Answer(ex, 200, [&]() -> absl::StatusOr<json> {
               ASSIGN_OR_RETURN(store::CommandRecord cmd, manager_->GetCommand(c, id, cid));
               return CommandJson(cmd);
             });
@@ -330,7 +337,7 @@ class Daemon::Impl {
             SandboxId id = IdOf(ex);
             CommandId cid(ex.request().params.at("cid"));
             int s = *signal;
-            co_await Answer(ex, 200, [this, c, id, cid, s]() -> absl::StatusOr<json> {
+            co_await Answer(ex, 200, [&]() -> absl::StatusOr<json> {
               RETURN_IF_ERROR(manager_->KillCommand(c, id, cid, s));
               return json{{"command_id", cid.value()}, {"signal", s}};
             });
@@ -345,7 +352,7 @@ class Daemon::Impl {
             SandboxId id = IdOf(ex);
             std::string path = ex.request().Query("path").value_or("");
             bool recursive = ex.request().Query("recursive").value_or("") == "true";
-            co_await Answer(ex, 200, [this, c, id, path, recursive]() -> absl::StatusOr<json> {
+            co_await Answer(ex, 200, [&]() -> absl::StatusOr<json> {
               RETURN_IF_ERROR(manager_->RemoveFile(c, id, path, recursive));
               return json{{"path", path}, {"removed", true}};
             });
@@ -355,7 +362,7 @@ class Daemon::Impl {
             Caller c = CallerOf(ex);
             SandboxId id = IdOf(ex);
             std::string path = ex.request().Query("path").value_or("/sandbox/workspace");
-            co_await Answer(ex, 200, [this, c, id, path]() -> absl::StatusOr<json> {
+            co_await Answer(ex, 200, [&]() -> absl::StatusOr<json> {
               ASSIGN_OR_RETURN(json entries, manager_->ListFiles(c, id, path));
               return json{{"path", path}, {"entries", entries}};
             });
@@ -365,7 +372,7 @@ class Daemon::Impl {
             Caller c = CallerOf(ex);
             SandboxId id = IdOf(ex);
             std::string path = ex.request().Query("path").value_or("");
-            co_await Answer(ex, 200, [this, c, id, path]() { return manager_->StatFile(c, id, path); });
+            co_await Answer(ex, 200, [&]() { return manager_->StatFile(c, id, path); });
           });
     r.Add(Verb::post, "/v1/sandboxes/{id}/files:mkdir",
           [this](Exchange& ex) -> asio::awaitable<void> {
@@ -373,7 +380,7 @@ class Daemon::Impl {
             SandboxId id = IdOf(ex);
             std::string path = ex.request().Query("path").value_or("");
             bool parents = ex.request().Query("parents").value_or("") == "true";
-            co_await Answer(ex, 200, [this, c, id, path, parents]() -> absl::StatusOr<json> {
+            co_await Answer(ex, 200, [&]() -> absl::StatusOr<json> {
               RETURN_IF_ERROR(manager_->MakeDirectory(c, id, path, parents));
               return json{{"path", path}, {"created", true}};
             });
@@ -382,7 +389,7 @@ class Daemon::Impl {
     r.Add(Verb::post, "/v1/sandboxes/{id}/pause", [this](Exchange& ex) -> asio::awaitable<void> {
       Caller c = CallerOf(ex);
       SandboxId id = IdOf(ex);
-      co_await Answer(ex, 200, [this, c, id]() -> absl::StatusOr<json> {
+      co_await Answer(ex, 200, [&]() -> absl::StatusOr<json> {
         ASSIGN_OR_RETURN(store::SandboxRecord s, manager_->Pause(c, id));
         return SandboxJson(s);
       });
@@ -390,7 +397,7 @@ class Daemon::Impl {
     r.Add(Verb::post, "/v1/sandboxes/{id}/resume", [this](Exchange& ex) -> asio::awaitable<void> {
       Caller c = CallerOf(ex);
       SandboxId id = IdOf(ex);
-      co_await Answer(ex, 200, [this, c, id]() -> absl::StatusOr<json> {
+      co_await Answer(ex, 200, [&]() -> absl::StatusOr<json> {
         ASSIGN_OR_RETURN(store::SandboxRecord s, manager_->Resume(c, id));
         return SandboxJson(s);
       });
@@ -407,7 +414,7 @@ class Daemon::Impl {
       Caller c = CallerOf(ex);
       SandboxId id = IdOf(ex);
       absl::Duration d = absl::Seconds(*ttl);
-      co_await Answer(ex, 200, [this, c, id, d]() -> absl::StatusOr<json> {
+      co_await Answer(ex, 200, [&]() -> absl::StatusOr<json> {
         ASSIGN_OR_RETURN(store::SandboxRecord s, manager_->ExtendTtl(c, id, d));
         return SandboxJson(s);
       });
@@ -425,7 +432,7 @@ class Daemon::Impl {
       Caller c = CallerOf(ex);
       SandboxId id = IdOf(ex);
       json net = *network;
-      co_await Answer(ex, 200, [this, c, id, net, loosen]() -> absl::StatusOr<json> {
+      co_await Answer(ex, 200, [&]() -> absl::StatusOr<json> {
         ASSIGN_OR_RETURN(store::SandboxRecord s, manager_->UpdateNetwork(c, id, net, loosen));
         return SandboxJson(s);
       });
@@ -444,7 +451,7 @@ class Daemon::Impl {
         co_await ex.RespondError(InvalidArgument("limit: must be between 1 and 10000"));
         co_return;
       }
-      co_await Answer(ex, 200, [this, c, id, after, limit]() -> absl::StatusOr<json> {
+      co_await Answer(ex, 200, [&]() -> absl::StatusOr<json> {
         ASSIGN_OR_RETURN(auto events, manager_->Events(c, id, after, limit));
         json out = json::array();
         for (const auto& e : events) out.push_back(EventJson(e));
@@ -490,7 +497,7 @@ class Daemon::Impl {
     }
     Caller c = CallerOf(ex);
     absl::StatusOr<store::CreateResult> created =
-        co_await Blocking([this, c, req] { return manager_->Create(c, req); });
+        co_await Blocking([&] { return manager_->Create(c, req); });
     if (!created.ok()) {
       co_await ex.RespondError(created.status());
       co_return;
@@ -530,7 +537,7 @@ class Daemon::Impl {
       }
     }
     Caller c = CallerOf(ex);
-    co_await Answer(ex, 200, [this, c, q]() -> absl::StatusOr<json> {
+    co_await Answer(ex, 200, [&]() -> absl::StatusOr<json> {
       ASSIGN_OR_RETURN(store::SandboxPage page, manager_->List(c, q));
       json out = json::array();
       for (const auto& s : page.sandboxes) out.push_back(SandboxJson(s));
@@ -567,14 +574,14 @@ class Daemon::Impl {
     Caller c = CallerOf(ex);
     SandboxId id = IdOf(ex);
     if (background) {
-      co_await Answer(ex, 202, [this, c, id, req]() -> absl::StatusOr<json> {
+      co_await Answer(ex, 202, [&]() -> absl::StatusOr<json> {
         ASSIGN_OR_RETURN(store::CommandRecord cmd, manager_->StartBackground(c, id, req));
         return CommandJson(cmd);
       });
       co_return;
     }
     if (!stream) {
-      co_await Answer(ex, 200, [this, c, id, req]() -> absl::StatusOr<json> {
+      co_await Answer(ex, 200, [&]() -> absl::StatusOr<json> {
         ASSIGN_OR_RETURN(CommandResult r, manager_->Exec(c, id, req));
         return ToJson(r);
       });
@@ -582,7 +589,7 @@ class Daemon::Impl {
     }
     // Errors that come before the command starts are ordinary HTTP answers.
     absl::StatusOr<store::SandboxRecord> record =
-        co_await Blocking([this, c, id] { return manager_->Get(c, id); });
+        co_await Blocking([&] { return manager_->Get(c, id); });
     if (record.ok() && record->state != store::SandboxState::kRunning) {
       record = FailedPrecondition(fmt::format("sandbox {} is {}, not Running", id.value(),
                                               store::ToString(record->state)));
@@ -591,10 +598,11 @@ class Daemon::Impl {
       co_await ex.RespondError(record.status());
       co_return;
     }
-    co_await StreamFrom(ex, [this, c, id, req](const FrameSink& sink) -> absl::StatusOr<json> {
+    StreamWork work = [this, c, id, req](const FrameSink& sink) -> absl::StatusOr<json> {
       ASSIGN_OR_RETURN(CommandResult r, manager_->Exec(c, id, req, sink));
       return ToJson(r);
-    });
+    };
+    co_await StreamFrom(ex, std::move(work));
   }
 
   asio::awaitable<void> AttachStream(Exchange& ex) {
@@ -602,15 +610,16 @@ class Daemon::Impl {
     SandboxId id = IdOf(ex);
     CommandId cid(ex.request().params.at("cid"));
     absl::StatusOr<store::CommandRecord> cmd =
-        co_await Blocking([this, c, id, cid] { return manager_->GetCommand(c, id, cid); });
+        co_await Blocking([&] { return manager_->GetCommand(c, id, cid); });
     if (!cmd.ok()) {
       co_await ex.RespondError(cmd.status());
       co_return;
     }
-    co_await StreamFrom(ex, [this, c, id, cid](const FrameSink& sink) -> absl::StatusOr<json> {
+    StreamWork work = [this, c, id, cid](const FrameSink& sink) -> absl::StatusOr<json> {
       ASSIGN_OR_RETURN(store::CommandRecord done, manager_->Attach(c, id, cid, sink));
       return done.result.value_or(json{{"state", std::string(store::ToString(done.state))}});
-    });
+    };
+    co_await StreamFrom(ex, std::move(work));
   }
 
   // Runs `work` on the pool, streaming what it sends to its sink as server-sent events, and
@@ -644,7 +653,7 @@ class Daemon::Impl {
     std::string path = ex.request().Query("path").value_or("");
     // A stat first, so a missing or refused file is an ordinary error answer.
     absl::StatusOr<json> info =
-        co_await Blocking([this, c, id, path] { return manager_->StatFile(c, id, path); });
+        co_await Blocking([&] { return manager_->StatFile(c, id, path); });
     if (info.ok() && info->value("type", "") != "file") {
       info = FailedPrecondition(fmt::format("{} is a {}, not a file", path, info->value("type", "")));
     }
@@ -660,8 +669,9 @@ class Daemon::Impl {
       if (!r.ok()) Log().Warn("download ended early", {{"error", std::string(Message(r.status()))}});
       q->Close();
     });
-    if (!co_await ex.BeginStream(200, "application/octet-stream",
-                                 {{"X-File-Size", std::to_string(info->value("size", 0))}})) {
+    std::vector<std::pair<std::string, std::string>> headers = {
+        {"X-File-Size", std::to_string(info->value("size", 0))}};
+    if (!co_await ex.BeginStream(200, "application/octet-stream", std::move(headers))) {
       q->Abandon();
       co_return;
     }
@@ -692,7 +702,7 @@ class Daemon::Impl {
     }
     // The body goes to the shim chunk by chunk as it arrives: never whole in memory.
     absl::StatusOr<std::unique_ptr<SandboxManager::FileWriter>> writer = co_await Blocking(
-        [this, c, id, path, mode, parents] { return manager_->BeginWrite(c, id, path, mode, parents); });
+        [&] { return manager_->BeginWrite(c, id, path, mode, parents); });
     if (!writer.ok()) {
       co_await ex.RespondError(writer.status());
       co_return;
@@ -701,18 +711,18 @@ class Daemon::Impl {
     for (;;) {
       absl::StatusOr<std::string> chunk = co_await ex.ReadBodyChunk();
       if (!chunk.ok()) {
-        co_await Blocking([w]() mutable { w.reset(); return 0; });  // abandons the write
+        co_await Blocking([&] { w.reset(); return 0; });  // abandons the write
         co_await ex.RespondError(chunk.status());
         co_return;
       }
       if (chunk->empty()) break;
-      absl::Status sent = co_await Blocking([w, data = *std::move(chunk)] { return w->Write(data); });
+      absl::Status sent = co_await Blocking([&] { return w->Write(*chunk); });
       if (!sent.ok()) {
         co_await ex.RespondError(sent);
         co_return;
       }
     }
-    absl::StatusOr<json> r = co_await Blocking([w] { return w->Finish(); });
+    absl::StatusOr<json> r = co_await Blocking([&] { return w->Finish(); });
     if (!r.ok()) {
       co_await ex.RespondError(r.status());
     } else {

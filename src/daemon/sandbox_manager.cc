@@ -116,7 +116,7 @@ absl::Status RunTool(const std::vector<std::string>& argv, std::string* output,
 // Whether `pid` is still the shim serving `socket` (its command line names the socket).
 bool IsOurShim(int64_t pid, const std::string& socket) {
   if (pid <= 0) return false;
-  absl::StatusOr<std::string> cmdline = ReadFile(fmt::format("/proc/{}/cmdline", pid), 1 << 16);
+  absl::StatusOr<std::string> cmdline = airlock::ReadFile(fmt::format("/proc/{}/cmdline", pid), 1 << 16);
   if (!cmdline.ok()) return false;
   std::string flat = *cmdline;
   std::replace(flat.begin(), flat.end(), '\0', ' ');
@@ -414,7 +414,7 @@ absl::StatusOr<json> SandboxManager::LaunchShim(const SandboxId& id, const spec:
   }
   json hello = json::parse(line, nullptr, false);
   if (!hello.is_object()) {
-    std::string tail = ReadFile(log, 1 << 16).value_or("");
+    std::string tail = airlock::ReadFile(log, 1 << 16).value_or("");
     return Internal(fmt::format("airlock-shim ended without a ready answer; its log: {}", tail));
   }
   RETURN_IF_ERROR(shim::StatusFromResponse(hello));
@@ -862,7 +862,7 @@ absl::Status SandboxManager::RemoveLeftovers(const store::SandboxRecord& record)
   int64_t pid = record.runtime.shim_pid;
   if (pid <= 0) {
     // Not recorded yet (the start failed early): the shim leaves its pid beside its socket.
-    pid = std::atoll(ReadFile(socket + ".pid", 64).value_or("0").c_str());
+    pid = std::atoll(airlock::ReadFile(socket + ".pid", 64).value_or("0").c_str());
   }
   if (!destroyed.ok() && pid > 0) {
     int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, static_cast<pid_t>(pid), 0));

@@ -145,7 +145,7 @@ class SandboxManager {
     SandboxManager* manager_ = nullptr;
     SandboxId id_;
     std::string actor_, path_;
-    std::unique_ptr<shim::ShimClient::Upload> upload_;
+    std::unique_ptr<shim::ShimClient::UploadStream> upload_;
   };
   absl::StatusOr<std::unique_ptr<FileWriter>> BeginWrite(const Caller& caller, const SandboxId& id,
                                                          const std::string& path, uint32_t mode,

@@ -836,6 +836,7 @@ absl::StatusOr<CommandResult> RunningCommand::Wait() {
     if (st.live[stream]) {
       redacted.clear();
       st.live[stream]->Write(data, &redacted);
+      st.live[stream]->Flush(&redacted);  // a finished line goes out now
       if (!redacted.empty()) st.options.on_output(stream, redacted);
     }
   };

@@ -29,7 +29,10 @@
 #include "absl/status/statusor.h"
 #include "boost/asio/any_io_executor.hpp"
 #include "boost/asio/awaitable.hpp"
+#include "boost/asio/async_result.hpp"
 #include "boost/asio/co_spawn.hpp"
+#include "boost/asio/dispatch.hpp"
+#include "boost/asio/post.hpp"
 #include "boost/asio/use_awaitable.hpp"
 #include "boost/beast/http/fields.hpp"
 #include "boost/beast/http/verb.hpp"
@@ -167,13 +170,23 @@ class Server {
   std::unique_ptr<Impl> impl_;
 };
 
-// Runs `f` on `executor` (a thread pool) and resumes the calling coroutine with its result.
+// Runs `f` on `executor` (a thread pool) and resumes the calling coroutine, on its own
+// executor, with f's result. `f` must not throw. Callers in a coroutine: see the note on
+// closures in co_await expressions in daemon.cc (Daemon::Impl::Blocking).
 template <typename F>
 asio::awaitable<std::invoke_result_t<F>> RunBlocking(asio::any_io_executor executor, F f) {
   using R = std::invoke_result_t<F>;
-  co_return co_await asio::co_spawn(
-      executor, [f = std::move(f)]() mutable -> asio::awaitable<R> { co_return f(); },
-      asio::use_awaitable);
+  return asio::async_initiate<decltype(asio::use_awaitable), void(R)>(
+      [executor](auto handler, F work) mutable {
+        asio::post(executor, [work = std::move(work), handler = std::move(handler)]() mutable {
+          R result = work();
+          auto home = asio::get_associated_executor(handler);
+          asio::dispatch(home, [handler = std::move(handler), result = std::move(result)]() mutable {
+            std::move(handler)(std::move(result));
+          });
+        });
+      },
+      asio::use_awaitable, std::move(f));
 }
 
 // "a%20b" -> "a b"; nullopt for a malformed escape or an encoded NUL.

@@ -51,12 +51,10 @@ struct Redactor::State {
   size_t window = 0;
 };
 
-namespace {
-
 // A match of one detector: [begin, end) is everything the pattern matched, [secret_begin,
 // secret_end) the part that is redacted. `incomplete`: the match reaches the end of a text
 // that is not the end of the input, so more input could change it.
-struct Match {
+struct redact_internal::StreamMatch {
   SecretKind kind;
   size_t begin;
   size_t end;
@@ -65,6 +63,10 @@ struct Match {
   Tail tail;
   bool incomplete;
 };
+
+namespace {
+
+using Match = redact_internal::StreamMatch;
 
 // At most 3 capture groups per detector (credential values: double-quoted, single-quoted, bare).
 constexpr int kMaxGroups = 3;
@@ -382,6 +384,45 @@ void StreamRedactor::SetContext(std::string_view released) {
   if (context_.size() > kContextBytes) context_.erase(0, context_.size() - kContextBytes);
 }
 
+void StreamRedactor::Release(std::string_view text, size_t ctx, size_t upto,
+                             std::vector<Match> released, std::string* out) {
+  for (const Match& m : released) {
+    Record(m.kind, pending_offset_ + (m.secret_begin - ctx), m.secret_end - m.secret_begin);
+  }
+  AppendRedacted(text, ctx, upto, std::move(released), out);
+  SetContext(text.substr(ctx, upto - ctx));
+  pending_.erase(0, upto - ctx);
+  pending_offset_ += upto - ctx;
+}
+
+void StreamRedactor::Flush(std::string* out) {
+  if (cont_tail_ != 0) return;
+  const size_t newline = pending_.rfind('\n');
+  if (newline == std::string::npos) return;
+  const size_t ctx = context_.size();
+  std::string text = context_;
+  text.append(pending_);
+  std::vector<Match> matches = FindMatches(*state_, text, ctx, /*partial=*/true);
+  // Up to the last newline, but never through a match that crosses the cut or may still grow:
+  // such a match stays held back whole. Moving the cut back can make another match cross it.
+  size_t cut = ctx + newline + 1;
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (const Match& m : matches) {
+      if (m.begin < cut && (m.end > cut || m.incomplete)) {
+        cut = m.begin;
+        moved = true;
+      }
+    }
+  }
+  if (cut <= ctx) return;
+  std::vector<Match> released;
+  for (const Match& m : matches) {
+    if (m.end <= cut) released.push_back(m);
+  }
+  Release(text, ctx, cut, std::move(released), out);
+}
+
 void StreamRedactor::Process(bool final, std::string* out) {
   // The patterns see the released context before the held-back bytes.
   const size_t ctx = context_.size();
@@ -391,13 +432,7 @@ void StreamRedactor::Process(bool final, std::string* out) {
   const size_t end = text.size();
 
   auto release = [&](size_t upto, std::vector<Match> released) {
-    for (const Match& m : released) {
-      Record(m.kind, pending_offset_ + (m.secret_begin - ctx), m.secret_end - m.secret_begin);
-    }
-    AppendRedacted(text, ctx, upto, std::move(released), out);
-    SetContext(std::string_view(text).substr(ctx, upto - ctx));
-    pending_.erase(0, upto - ctx);
-    pending_offset_ += upto - ctx;
+    Release(text, ctx, upto, std::move(released), out);
   };
 
   if (final) {

@@ -30,6 +30,10 @@
 
 namespace airlock {
 
+namespace redact_internal {
+struct StreamMatch;  // redactor.cc
+}  // namespace redact_internal
+
 // What a finding is. ToString gives the stable name used in "[REDACTED:<name>]".
 enum class SecretKind {
   kExplicitValue,  // "secret": a value registered with Create, or an encoding of it
@@ -141,6 +145,12 @@ class StreamRedactor {
   // Appends `chunk` to the stream and appends to `*out` the redacted bytes that are final.
   void Write(std::string_view chunk, std::string* out);
 
+  // Appends to `*out` the held-back bytes through the last complete line, redacted, unless a
+  // secret that may still grow (or that crosses the line end) is among them: that secret and
+  // what follows stay held back. For live output, so a finished line is not kept waiting for
+  // the window to fill; a partial line is still held back (a secret split across writes).
+  void Flush(std::string* out);
+
   // Ends the stream: appends everything still held back, redacted. Write must not follow.
   void Finish(std::string* out);
 
@@ -155,6 +165,8 @@ class StreamRedactor {
 
  private:
   void Process(bool final, std::string* out);
+  void Release(std::string_view text, size_t ctx, size_t upto,
+               std::vector<redact_internal::StreamMatch> released, std::string* out);
   // Swallows the start of `chunk` while it continues a fail-closed secret; returns the rest.
   std::string_view Continue(std::string_view chunk);
   void Record(SecretKind kind, uint64_t offset, uint64_t length);

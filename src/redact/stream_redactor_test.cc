@@ -53,6 +53,59 @@ TEST(StreamRedactorTest, ExplicitValueSplitAtEveryPoint) {
   }
 }
 
+// Streams `text` in pieces cut at `cuts`, flushing after every piece as live output does.
+std::string StreamFlushingInPieces(const Redactor& r, std::string_view text,
+                                   const std::vector<size_t>& cuts) {
+  StreamRedactor stream(r);
+  std::string out;
+  size_t pos = 0;
+  for (size_t cut : cuts) {
+    stream.Write(text.substr(pos, cut - pos), &out);
+    stream.Flush(&out);
+    pos = cut;
+  }
+  stream.Write(text.substr(pos), &out);
+  stream.Flush(&out);
+  stream.Finish(&out);
+  return out;
+}
+
+TEST(StreamRedactorTest, FlushReleasesCompleteLinesAndHoldsThePartialOne) {
+  Redactor r = Make({"unused-secret-value"});
+  StreamRedactor stream(r);
+  std::string out;
+  stream.Write("line one\nline tw", &out);
+  EXPECT_EQ(out, "") << "below the window nothing is released without a flush";
+  stream.Flush(&out);
+  EXPECT_EQ(out, "line one\n");
+  EXPECT_EQ(stream.held_back(), 7u);
+  stream.Write("o\n", &out);
+  stream.Flush(&out);
+  EXPECT_EQ(out, "line one\nline two\n");
+  EXPECT_EQ(stream.held_back(), 0u);
+}
+
+TEST(StreamRedactorTest, FlushingAtEverySplitRedactsLikeTheWholeText) {
+  const std::string secret = "flushed-lease-value-77";
+  Redactor r = Make({secret});
+  // A secret split across writes, a key token, and a private key block over several lines
+  // (its lines end before the block does: a flush must not release them).
+  const std::string text = "start\nvalue " + secret + " end\n" +
+                           Tok("aws AKIA", "IOSFODNN7EXAMPLE\n") +
+                           "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAu1SU1LfVLPHC\n"
+                           "ozMxH2Mo4lgOEePzNm0t\n-----END RSA PRIVATE KEY-----\ntail\n";
+  const std::string expected = r.Redact(text);
+  ASSERT_THAT(expected, Not(HasSubstr(secret)));
+  ASSERT_THAT(expected, Not(HasSubstr("MIIEow")));
+  for (size_t i = 0; i <= text.size(); ++i) {
+    EXPECT_EQ(StreamFlushingInPieces(r, text, {i}), expected) << "split at " << i;
+    for (size_t j = i; j <= text.size(); j += 7) {
+      EXPECT_EQ(StreamFlushingInPieces(r, text, {i, j}), expected)
+          << "split at " << i << ", " << j;
+    }
+  }
+}
+
 TEST(StreamRedactorTest, ByteAtATime) {
   const std::string secret = "byte-by-byte-secret";
   Redactor r = Make({secret});

@@ -70,24 +70,24 @@ absl::StatusOr<nlohmann::json> ShimClient::Stream(
   }
 }
 
-absl::StatusOr<std::unique_ptr<ShimClient::Upload>> ShimClient::BeginUpload(
+absl::StatusOr<std::unique_ptr<ShimClient::UploadStream>> ShimClient::BeginUpload(
     const nlohmann::json& request) {
   ASSIGN_OR_RETURN(UniqueFd fd, Connect(socket_path_));
   RETURN_IF_ERROR(SendJson(fd.get(), Frame::kRequest, request));
-  return std::unique_ptr<Upload>(new Upload(fd.Release()));
+  return std::unique_ptr<UploadStream>(new UploadStream(fd.Release()));
 }
 
-ShimClient::Upload::~Upload() {
+ShimClient::UploadStream::~UploadStream() {
   if (fd_ >= 0) ::close(fd_);  // without an end frame: the shim abandons the write
 }
 
-absl::Status ShimClient::Upload::Write(std::string_view data) {
+absl::Status ShimClient::UploadStream::Write(std::string_view data) {
   // The shim may have answered early (a refused path, a limit): Finish reads why.
   if (!broken_ && !SendBytes(fd_, Frame::kData, data).ok()) broken_ = true;
   return absl::OkStatus();
 }
 
-absl::StatusOr<nlohmann::json> ShimClient::Upload::Finish(std::chrono::milliseconds timeout) {
+absl::StatusOr<nlohmann::json> ShimClient::UploadStream::Finish(std::chrono::milliseconds timeout) {
   if (!broken_) (void)SendBytes(fd_, Frame::kEnd, {});
   ASSIGN_OR_RETURN(Received r, ReceiveWithin(fd_, timeout));
   ::close(fd_);
@@ -99,7 +99,7 @@ absl::StatusOr<nlohmann::json> ShimClient::Upload::Finish(std::chrono::milliseco
 absl::StatusOr<nlohmann::json> ShimClient::Upload(
     const nlohmann::json& request, const std::function<absl::StatusOr<std::string>()>& next,
     std::chrono::milliseconds timeout) {
-  ASSIGN_OR_RETURN(std::unique_ptr<class Upload> up, BeginUpload(request));
+  ASSIGN_OR_RETURN(std::unique_ptr<UploadStream> up, BeginUpload(request));
   for (;;) {
     absl::StatusOr<std::string> chunk = next();
     if (!chunk.ok()) return chunk.status();  // dropping `up` abandons the write

@@ -33,19 +33,19 @@ class ShimClient {
 
   // An upload in progress: Write sends data frames, Finish the end frame and reads the answer.
   // Destroying it before Finish abandons the upload (the shim discards what it received).
-  class Upload {
+  class UploadStream {
    public:
-    ~Upload();
+    ~UploadStream();
     absl::Status Write(std::string_view data);
     absl::StatusOr<nlohmann::json> Finish(std::chrono::milliseconds timeout);
 
    private:
     friend class ShimClient;
-    explicit Upload(int fd) : fd_(fd) {}
+    explicit UploadStream(int fd) : fd_(fd) {}
     int fd_;
     bool broken_ = false;
   };
-  absl::StatusOr<std::unique_ptr<Upload>> BeginUpload(const nlohmann::json& request);
+  absl::StatusOr<std::unique_ptr<UploadStream>> BeginUpload(const nlohmann::json& request);
 
   // A request followed by data frames from `next` (empty string: the end) and the end frame.
   absl::StatusOr<nlohmann::json> Upload(const nlohmann::json& request,
