@@ -94,6 +94,22 @@ Level LevelOf(const Command& c, const Env& env) {
   return level;
 }
 
+// The text a literal `echo` or `printf` writes, roughly (its words joined by spaces).
+std::optional<std::string> EchoedText(const Command& c) {
+  if (c.compound || c.words.empty()) return std::nullopt;
+  const std::string_view program = internal::Basename(c.words[0].text);
+  if (program != "echo" && program != "printf") return std::nullopt;
+  std::string text;
+  for (size_t i = 1; i < c.words.size(); ++i) {
+    if (!c.words[i].literal) return std::nullopt;
+    const std::string& w = c.words[i].text;
+    if (program == "echo" && text.empty() && (w == "-n" || w == "-e" || w == "-E")) continue;
+    if (!text.empty()) text.push_back(' ');
+    text += w;
+  }
+  return text;
+}
+
 // The program's name is computed when the command runs ("$X install", "$(which pip) ...").
 bool ComputedProgram(const Level& level) {
   if (level.args.empty() || level.args[0].literal()) return false;
@@ -144,11 +160,20 @@ class Checker {
 
   void CheckPipeline(const Pipeline& p, size_t depth, Env& env) {
     std::string downloader;
-    for (const Command& stage : p.stages) {
+    for (size_t i = 0; i < p.stages.size(); ++i) {
+      const Command& stage = p.stages[i];
       std::string reader;
-      if (!downloader.empty() && StageReadsStdinCode(stage, env, &reader)) {
-        Refuse("pipe-to-shell/" + downloader, {downloader, "|", reader}, PipelineText(p));
-        return;
+      if (i > 0 && StageReadsStdinCode(stage, env, &reader)) {
+        if (!downloader.empty()) {
+          Refuse("pipe-to-shell/" + downloader, {downloader, "|", reader}, PipelineText(p));
+          return;
+        }
+        // `echo 'apt-get install -y x' | sh`: the echoed words are the shell's script.
+        if (std::optional<std::string> code = EchoedText(p.stages[i - 1]);
+            code && internal::IsShell(reader)) {
+          CheckShellText(*code, fmt::format("text echoed to {}", reader), depth, env);
+          if (refused_) return;
+        }
       }
       if (downloader.empty()) downloader = StageDownloader(stage, env);
     }

@@ -97,6 +97,7 @@ TEST(PolicyTest, RefusesPrivilegeEscalation) {
           {{"bash", "-c", "bash <<'EOF'\nsudo ls\nEOF"}, "privilege-escalation/sudo"},
           {{"sh", "-c", "eval 'sudo ls'"}, "privilege-escalation/sudo"},
           {{"zsh", "-c", "FOO=1 /usr/bin/sudo -n true"}, "privilege-escalation/sudo"},
+          {{"sh", "-c", "echo 'sudo make install' | sh"}, "privilege-escalation/sudo"},
       });
 }
 
@@ -174,6 +175,7 @@ TEST(PolicyTest, RefusesGlobalAndUserInstalls) {
           {{"npm", "--location=global", "install", "x"}, "global-install/npm"},
           {{"npm", "--prefix", "/tmp/x", "install", "-g", "y"}, "global-install/npm"},
           {{"env", "npm_config_global=true", "npm", "install", "x"}, "global-install/npm"},
+          {{"env", "NPM_CONFIG_LOCATION=Global", "npm", "i", "x"}, "global-install/npm"},
           {{"pnpm", "add", "-g", "x"}, "global-install/pnpm"},
           {{"yarn", "global", "add", "x"}, "global-install/yarn"},
           {{"bun", "add", "-g", "x"}, "global-install/bun"},
@@ -236,6 +238,7 @@ TEST(PolicyTest, AllowsOrdinaryCommandsAndLookAlikes) {
           {{"sh", "-c", "curl -s https://api | jq .name"}, ""},
           {{"sh", "-c", "wget -qO- https://x/a.tar.gz | tar xz"}, ""},
           {{"sh", "-c", "cat install.sh | sh"}, ""},
+          {{"sh", "-c", "echo 'echo sudo' | sh"}, ""},
           {{"sh", "install.sh"}, ""},
           {{"bash", "-c", "curl -s https://x | python3 -c 'import json,sys; json.load(sys.stdin)'"},
            ""},

@@ -101,32 +101,36 @@ bool IsOneOf(std::string_view s, std::initializer_list<std::string_view> set) {
   return std::find(set.begin(), set.end(), s) != set.end();
 }
 
-bool Truthy(const Level& level, std::string_view name) {
-  for (const auto& [key, value] : level.env) {
-    if (key.size() != name.size()) continue;
-    bool same = true;
-    for (size_t i = 0; i < key.size() && same; ++i) {
-      same = std::tolower(static_cast<unsigned char>(key[i])) ==
-             std::tolower(static_cast<unsigned char>(name[i]));
-    }
-    if (!same) continue;
-    std::string v;
-    for (char c : value)
-      v.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
-    return v == "1" || v == "true" || v == "yes" || v == "on";
-  }
-  return false;
+bool SameNameIgnoringCase(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
 }
 
+// The lower-cased value of `name` in the level's environment, the name compared without regard
+// to case (npm reads npm_config_* in any case).
+std::optional<std::string> EnvValue(const Level& level, std::string_view name) {
+  for (const auto& [key, value] : level.env) {
+    if (!SameNameIgnoringCase(key, name)) continue;
+    std::string lower;
+    for (char c : value) {
+      lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+    }
+    return lower;
+  }
+  return std::nullopt;
+}
+
+bool Truthy(const Level& level, std::string_view name) {
+  std::optional<std::string> v = EnvValue(level, name);
+  return v && (*v == "1" || *v == "true" || *v == "yes" || *v == "on");
+}
+
+// "NAME=value" as the level's environment has it, for the matched words.
 std::string EnvWord(const Level& level, std::string_view name) {
   for (const auto& [key, value] : level.env) {
-    if (key.size() != name.size()) continue;
-    bool same = true;
-    for (size_t i = 0; i < key.size() && same; ++i) {
-      same = std::tolower(static_cast<unsigned char>(key[i])) ==
-             std::tolower(static_cast<unsigned char>(name[i]));
-    }
-    if (same) return key + "=" + value;
+    if (SameNameIgnoringCase(key, name)) return key + "=" + value;
   }
   return std::string(name);
 }
@@ -341,7 +345,7 @@ bool NpmGlobal(const Level& level, size_t from) {
     }
   }
   return Truthy(level, "npm_config_global") ||
-         EnvWord(level, "npm_config_location") == std::string("npm_config_location=global");
+         EnvValue(level, "npm_config_location") == std::optional<std::string>("global");
 }
 
 std::optional<Hit> Npm(const Level& level) {
