@@ -4,6 +4,7 @@
 // Every candidate file goes through these rules, in order; the first that applies decides:
 //   symlink                        a symbolic link (never followed, never collected)
 //   not-regular-file               a directory, device, FIFO or socket
+//   outside-allowed-paths          a path that is not absolute and normalized
 //   never-leave/home-directory     under /sandbox/home, /home or /root
 //   never-leave/dependency-cache   node_modules, .venv, site-packages, __pycache__, .m2,
 //                                  .gradle, .cache, /sandbox/cache, ... (anywhere in the path)
@@ -15,7 +16,7 @@
 //   never-leave/token-file         .netrc, .npmrc, .pypirc, .git-credentials, .pgpass,
 //                                  .docker/config.json, .kube/config, .aws/credentials,
 //                                  *.tfstate, credentials.json, ...
-//   outside-allowed-paths          not a normalized absolute path at or under artifacts.paths
+//   outside-allowed-paths          not at or under one of artifacts.paths
 //   size-cap                       the file, or the collection with it, would pass
 //                                  artifacts.maxSizeMb (declared size first, then bytes read)
 //   binary-without-reason          binary by content (ELF, Mach-O, PE, WebAssembly, archive

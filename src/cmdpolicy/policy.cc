@@ -81,6 +81,17 @@ std::string PipelineText(const Pipeline& p) {
   return Cut(std::move(out), kMaxCommandText);
 }
 
+// Where a rule matched: the simple command as written, shown in the decision. Rendered only
+// for a refusal.
+struct Where {
+  const Command* command = nullptr;  // parsed shell text, or null for an argv
+  const Level* level = nullptr;      // the argv (or find action) otherwise
+
+  std::string Text() const {
+    return command != nullptr ? CommandText(*command) : WordsText(level->args);
+  }
+};
+
 Level LevelOf(const Command& c, const Env& env) {
   Level level;
   level.env = env;
@@ -90,6 +101,7 @@ Level LevelOf(const Command& c, const Env& env) {
     if (!name.empty() && name.back() == '+') name.pop_back();
     level.env[name] = eq == std::string::npos ? "" : w.text.substr(eq + 1);
   }
+  level.args.reserve(c.words.size());
   for (const Word& w : c.words) level.args.push_back({w.text, &w});
   return level;
 }
@@ -123,7 +135,7 @@ class Checker {
   Decision Run(const std::vector<std::string>& argv) {
     Level level;
     for (const std::string& a : argv) level.args.push_back({a, nullptr});
-    if (!level.args.empty()) CheckLevels(level, nullptr, 0, WordsText(level.args));
+    if (!level.args.empty()) CheckLevels(level, nullptr, 0, Where{nullptr, &level});
     if (!refused_ && rules_.strict_shell && !decision_.notes.empty()) {
       Refuse("unparseable-shell", {}, WordsText(level.args));
       decision_.reason =
@@ -219,12 +231,12 @@ class Checker {
         if (eq != std::string::npos && eq > 0) env[a.substr(0, eq)] = a.substr(eq + 1);
       }
     }
-    CheckLevels(level, &c.redirects, depth, CommandText(c));
+    CheckLevels(level, &c.redirects, depth, Where{&c, &level});
   }
 
   // Every level of `level0` (the command and what its wrappers run), with the code they run.
   void CheckLevels(const Level& level0, const std::vector<Redirect>* redirects, size_t depth,
-                   const std::string& text) {
+                   const Where& where) {
     if (depth > kMaxDepth) {
       Note(fmt::format("shell code nested deeper than {} levels was not checked", kMaxDepth));
       return;
@@ -239,14 +251,14 @@ class Checker {
         Note(fmt::format("the program of `{}` is only known when it runs",
                          Cut(WordsText(level.args), 60)));
       }
-      if (CheckCodeSources(level, redirects, text)) return;
+      if (CheckCodeSources(level, redirects, where)) return;
       if (std::optional<internal::Hit> hit = internal::CheckPrivilege(level)) {
-        Refuse(std::move(hit->rule), std::move(hit->matched), text);
+        Refuse(std::move(hit->rule), std::move(hit->matched), where.Text());
         return;
       }
-      if (CheckSpecRules(level, text)) return;
+      if (CheckSpecRules(level, where)) return;
       if (std::optional<internal::Hit> hit = internal::CheckInstalls(level)) {
-        Refuse(std::move(hit->rule), std::move(hit->matched), text);
+        Refuse(std::move(hit->rule), std::move(hit->matched), where.Text());
         return;
       }
       if (std::optional<internal::ShellCode> code = internal::ShellCodeOf(level)) {
@@ -264,7 +276,7 @@ class Checker {
         }
       }
       for (const Level& action : internal::FindActions(level)) {
-        CheckLevels(action, nullptr, depth + 1, WordsText(action.args));
+        CheckLevels(action, nullptr, depth + 1, Where{nullptr, &action});
         if (refused_) return;
       }
       if (std::optional<Level> next = internal::Unwrap(level)) {
@@ -288,13 +300,13 @@ class Checker {
   // `eval "$(wget -O- …)"`, `$(curl …)` as the program, a shell reading `< <(curl …)` or a
   // here-string or here-document made from a download.
   bool CheckCodeSources(const Level& level, const std::vector<Redirect>* redirects,
-                        const std::string& text) {
+                        const Where& where) {
     for (const Arg* arg : internal::CodeArgs(level)) {
       if (arg->word == nullptr) continue;
       std::string downloader = WordDownloader(*arg->word);
       if (!downloader.empty()) {
         Refuse("pipe-to-shell/" + downloader, {downloader, "->", std::string(level.program())},
-               text);
+               where.Text());
         return true;
       }
     }
@@ -307,14 +319,14 @@ class Checker {
       }
       if (!downloader.empty()) {
         Refuse("pipe-to-shell/" + downloader, {downloader, r.op, std::string(level.program())},
-               text);
+               where.Text());
         return true;
       }
     }
     return false;
   }
 
-  bool CheckSpecRules(const Level& level, const std::string& text) {
+  bool CheckSpecRules(const Level& level, const Where& where) {
     if (rules_.spec_rules.empty()) return false;
     const std::vector<std::string> argv = level.Argv();
     for (const Policy::Rules::SpecRule& rule : rules_.spec_rules) {
@@ -323,7 +335,7 @@ class Checker {
         if (n == 0) continue;
         std::vector<std::string> matched(argv.begin(), argv.begin() + static_cast<long>(n));
         matched[0] = std::string(level.program());
-        Refuse(rule.name, std::move(matched), text);
+        Refuse(rule.name, std::move(matched), where.Text());
         decision_.reason =
             rule.reason.empty() ? "refused by the sandbox spec's command policy" : rule.reason;
         decision_.instead.clear();
