@@ -137,7 +137,7 @@ class Checker {
     for (const std::string& a : argv) level.args.push_back({a, nullptr});
     if (!level.args.empty()) CheckLevels(level, nullptr, 0, Where{nullptr, &level});
     if (!refused_ && rules_.strict_shell && !decision_.notes.empty()) {
-      Refuse("unparseable-shell", {}, WordsText(level.args));
+      Refuse("unparseable-shell", {std::string(level.program())}, WordsText(level.args));
       decision_.reason =
           Cut(fmt::format("{} ({})", decision_.reason, decision_.notes[0]), 2 * kMaxCommandText);
     }

@@ -339,6 +339,7 @@ TEST(PolicyTest, UnparseableShellIsNotedAndRefusedOnlyWhenStrict) {
   d = policy->Check(argv);
   EXPECT_FALSE(d.allowed);
   EXPECT_EQ(d.rule, "unparseable-shell");
+  EXPECT_THAT(d.matched, ElementsAre("bash"));
   EXPECT_THAT(d.reason, HasSubstr("unterminated single quote"));
   EXPECT_EQ(policy->Check({"bash", "-c", "make test"}).rule, "");
 

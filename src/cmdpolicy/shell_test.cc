@@ -35,11 +35,11 @@ const Command& Only(const ShellParse& parse) {
 }
 
 TEST(ShellTest, WordsAndQuotes) {
-  ShellParse p = Parse(R"(echo 'a b' "c $HOME" d\ e "x\"y" '' $'t\tz\x41\u00e9')");
+  ShellParse p = Parse(R"(echo 'a b' "c $HOME" d\ e "x\"y" '' $'t\tz\x41\u00e9' "$'n'")");
   EXPECT_THAT(p.problems, IsEmpty());
   const Command& c = Only(p);
   EXPECT_THAT(Texts(c.words),
-              ElementsAre("echo", "a b", "c $HOME", "d e", "x\"y", "", "t\tzA\xc3\xa9"));
+              ElementsAre("echo", "a b", "c $HOME", "d e", "x\"y", "", "t\tzA\xc3\xa9", "$'n'"));
   EXPECT_TRUE(c.words[1].literal);
   EXPECT_FALSE(c.words[2].literal);
 }

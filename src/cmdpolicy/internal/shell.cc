@@ -636,7 +636,7 @@ class Parser {
       if (c == '\\' && pos_ + 1 < t_.size()) {
         pos_ += 2;
       } else if (c == '$') {
-        ReadDollar(word);
+        ReadDollar(word, /*quoted=*/true);
       } else if (c == '`') {
         ReadBackquote(word, /*in_double=*/true);
       } else {
@@ -761,7 +761,7 @@ class Parser {
         continue;
       }
       if (c == '$') {
-        ReadDollar(word);
+        ReadDollar(word, /*quoted=*/true);
         continue;
       }
       if (c == '`') {
@@ -773,10 +773,16 @@ class Parser {
     }
   }
 
-  // At '$': a parameter, a substitution, an arithmetic expansion, $'...' or $"...".
-  void ReadDollar(Word* word) {
+  // At '$': a parameter, a substitution, an arithmetic expansion, $'...' or $"..." (those two
+  // only outside double quotes and here-documents, where the '$' is literal).
+  void ReadDollar(Word* word, bool quoted = false) {
     const size_t start = pos_;
     char next = Peek(1);
+    if (quoted && (next == '\'' || next == '"')) {
+      word->text.push_back('$');
+      ++pos_;
+      return;
+    }
     if (next == '\'') {
       pos_ += 2;
       ReadAnsiC(word);
