@@ -25,7 +25,7 @@ struct CommandSpec {
   std::string workdir;                     // empty: the sandbox's workdir
   std::map<std::string, std::string> env;  // on top of the minimal environment and spec.env
   std::optional<std::chrono::milliseconds> timeout;  // empty: resources.commandTimeoutSeconds
-  std::string stdin_data;                  // bytes fed to stdin; stdin is /dev/null when empty
+  std::string stdin_data;  // bytes fed to stdin; stdin is /dev/null when empty
 };
 
 enum class Classification {
@@ -71,27 +71,32 @@ struct Usage {
 
 // Something the sandbox refused: a seccomp kill, a blocked network connection, a refused
 // command. `kind` is a stable name ("seccomp", "BlockedNetworkEgress", "command_policy", ...).
+// RenderReport shows data["instead"], when it is a string, as advice for the model.
 struct Violation {
   std::string kind;
   std::string detail;
   nlohmann::json data = nlohmann::json::object();
 };
 
+// The kind of the violation of a command the command policy refused before it ran
+// (src/cmdpolicy); its report says the command did not run.
+inline constexpr char kCommandPolicyViolation[] = "command_policy";
+
 struct CommandResult {
   CommandId command_id;
   Classification classification = Classification::kOk;
-  int exit_code = 0;            // -1 when killed by a signal
-  int signal = 0;               // the terminating signal, 0 if none
+  int exit_code = 0;  // -1 when killed by a signal
+  int signal = 0;     // the terminating signal, 0 if none
   int64_t duration_ms = 0;
   bool timed_out = false;
-  bool truncated = false;       // output passed max_log_bytes
-  int64_t stdout_bytes = 0;     // everything the command wrote, kept or not
+  bool truncated = false;    // output passed max_log_bytes
+  int64_t stdout_bytes = 0;  // everything the command wrote, kept or not
   int64_t stderr_bytes = 0;
-  std::string stdout_preview;   // head and tail, redacted
+  std::string stdout_preview;  // head and tail, redacted
   std::string stderr_preview;
-  std::string stdout_sha256;    // of every byte written to stdout, before redaction
+  std::string stdout_sha256;  // of every byte written to stdout, before redaction
   std::string stderr_sha256;
-  std::string raw_log;          // reference to the kept, redacted log (a path for `airlock run`)
+  std::string raw_log;  // reference to the kept, redacted log (a path for `airlock run`)
   Usage usage;
   std::vector<Violation> violations;
   std::vector<std::string> degraded;  // named protections the caller allowed to be missing

@@ -559,7 +559,12 @@ std::string RenderReport(const CommandSpec& spec, const CommandResult& result,
 
   std::string ended;
   const std::string duration = FormatDuration(result.duration_ms);
-  if (result.timed_out || result.classification == Classification::kCommandTimeout) {
+  const bool refused_before_run =
+      std::any_of(result.violations.begin(), result.violations.end(),
+                  [](const Violation& v) { return v.kind == kCommandPolicyViolation; });
+  if (refused_before_run) {
+    ended = "not run: refused by the command policy";
+  } else if (result.timed_out || result.classification == Classification::kCommandTimeout) {
     ended = "timed out after " + duration;
     if (spec.timeout) ended += " (limit " + FormatDuration(spec.timeout->count()) + ")";
   } else if (result.signal != 0) {
@@ -605,6 +610,10 @@ std::string RenderReport(const CommandSpec& spec, const CommandResult& result,
     const Violation& v = result.violations[i];
     add(head,
         redacted(fmt::format("blocked: {}{}{}", v.kind, v.detail.empty() ? "" : ": ", v.detail)));
+    if (v.data.is_object() && v.data.contains("instead") && v.data["instead"].is_string() &&
+        !v.data["instead"].get_ref<const std::string&>().empty()) {
+      add(head, redacted("instead: " + v.data["instead"].get<std::string>()));
+    }
   }
   if (result.violations.size() > kMaxViolations) {
     add(head, fmt::format("blocked: {} more", result.violations.size() - kMaxViolations));

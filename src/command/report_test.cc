@@ -766,6 +766,27 @@ TEST(RenderReportTest, TimeoutSignalsLimitsAndViolations) {
   EXPECT_THAT(report, HasSubstr("degraded protections: landlock, seccomp-notify\n"));
 }
 
+TEST(RenderReportTest, CommandRefusedBeforeItRan) {
+  CommandSpec spec;
+  spec.argv = {"sudo", "make", "install"};
+  CommandResult r;
+  r.classification = Classification::kPolicyBlocked;
+  r.exit_code = 126;
+  r.failure = FailureKind::kPolicyBlocked;
+  r.failure_detail = "privilege-escalation/sudo";
+  r.violations.push_back({kCommandPolicyViolation,
+                          "privilege-escalation/sudo: gains privileges",
+                          {{"instead", "run it as the sandbox user"}}});
+  r.violations.push_back({"BlockedNetworkEgress", "connect 10.0.0.1:443", {{"instead", ""}}});
+  const std::string report = RenderReport(spec, r);
+  EXPECT_THAT(report, HasSubstr("not run: refused by the command policy [POLICY_BLOCKED]\n"));
+  EXPECT_THAT(report, Not(HasSubstr("exit 126")));
+  EXPECT_THAT(report, HasSubstr("blocked: command_policy: privilege-escalation/sudo: gains "
+                                "privileges\ninstead: run it as the sandbox user\n"));
+  // An empty or missing piece of advice adds no line.
+  EXPECT_THAT(report, HasSubstr("blocked: BlockedNetworkEgress: connect 10.0.0.1:443\noutput:"));
+}
+
 TEST(RenderReportTest, FitsOneScreenWhateverTheInput) {
   CommandSpec spec;
   spec.argv = {"python3", "-c", std::string(500, 'x'), "\xc3\xa9\xc3\xa9\xc3\xa9"};

@@ -361,18 +361,34 @@ void StreamRedactor::Write(std::string_view chunk, std::string* out) {
 
 void StreamRedactor::Finish(std::string* out) {
   if (cont_tail_ != 0) {
-    Record(cont_kind_, cont_start_, bytes_in_ - cont_start_);
+    Record(cont_kind_, cont_start_, bytes_in_ - cont_start_, cont_line_);
     cont_tail_ = 0;
     return;
   }
   Process(/*final=*/true, out);
 }
 
-void StreamRedactor::Record(SecretKind kind, uint64_t offset, uint64_t length) {
+void StreamRedactor::Record(SecretKind kind, uint64_t offset, uint64_t length, uint64_t line) {
   ++finding_count_;
   if (findings_.size() < state_->options.max_stream_findings) {
-    findings_.push_back({kind, static_cast<size_t>(offset), static_cast<size_t>(length)});
+    findings_.push_back({kind, offset, length, line});
   }
+}
+
+uint64_t StreamRedactor::LineAt(uint64_t offset) const {
+  // Only kept findings need a line: the count stays bounded by max_stream_findings windows.
+  if (findings_.size() >= state_->options.max_stream_findings) return 0;
+  const size_t n =
+      static_cast<size_t>(std::min<uint64_t>(offset - pending_offset_, pending_.size()));
+  return lines_before_pending_ +
+         static_cast<uint64_t>(std::count(pending_.begin(), pending_.begin() + n, '\n')) + 1;
+}
+
+void StreamRedactor::DropPending(size_t n) {
+  lines_before_pending_ +=
+      static_cast<uint64_t>(std::count(pending_.begin(), pending_.begin() + n, '\n'));
+  pending_.erase(0, n);
+  pending_offset_ += n;
 }
 
 void StreamRedactor::SetContext(std::string_view released) {
@@ -386,13 +402,15 @@ void StreamRedactor::SetContext(std::string_view released) {
 
 void StreamRedactor::Release(std::string_view text, size_t ctx, size_t upto,
                              std::vector<Match> released, std::string* out) {
+  std::sort(released.begin(), released.end(),
+            [](const Match& a, const Match& b) { return a.secret_begin < b.secret_begin; });
   for (const Match& m : released) {
-    Record(m.kind, pending_offset_ + (m.secret_begin - ctx), m.secret_end - m.secret_begin);
+    const uint64_t offset = pending_offset_ + (m.secret_begin - ctx);
+    Record(m.kind, offset, m.secret_end - m.secret_begin, LineAt(offset));
   }
-  AppendRedacted(text, ctx, upto, std::move(released), out);
+  if (out != nullptr) AppendRedacted(text, ctx, upto, std::move(released), out);
   SetContext(text.substr(ctx, upto - ctx));
-  pending_.erase(0, upto - ctx);
-  pending_offset_ += upto - ctx;
+  DropPending(upto - ctx);
 }
 
 void StreamRedactor::Flush(std::string* out) {
@@ -431,6 +449,10 @@ void StreamRedactor::Process(bool final, std::string* out) {
   std::vector<Match> matches = FindMatches(*state_, text, ctx, /*partial=*/!final);
   const size_t end = text.size();
 
+  auto record = [&](const Match& m) {
+    const uint64_t offset = pending_offset_ + (m.secret_begin - ctx);
+    Record(m.kind, offset, m.secret_end - m.secret_begin, LineAt(offset));
+  };
   auto release = [&](size_t upto, std::vector<Match> released) {
     Release(text, ctx, upto, std::move(released), out);
   };
@@ -462,9 +484,7 @@ void StreamRedactor::Process(bool final, std::string* out) {
     std::vector<Match> released;
     for (const Match& m : matches) {
       if (&m == growing) continue;
-      if (m.secret_end <= growing->secret_begin) {
-        Record(m.kind, pending_offset_ + (m.secret_begin - ctx), m.secret_end - m.secret_begin);
-      }
+      if (m.secret_end <= growing->secret_begin) record(m);
       released.push_back(m);
     }
     Match open = *growing;
@@ -472,12 +492,12 @@ void StreamRedactor::Process(bool final, std::string* out) {
     const uint64_t start = pending_offset_ + (growing->secret_begin - ctx);
     const SecretKind kind = growing->kind;
     const Tail tail = growing->tail == Tail::kNone ? Tail::kNonSpace : growing->tail;
+    cont_line_ = LineAt(start);
     released.push_back(open);
-    AppendRedacted(text, ctx, end, std::move(released), out);
+    if (out != nullptr) AppendRedacted(text, ctx, end, std::move(released), out);
     SetContext(std::string_view(text).substr(ctx));
     cont_carry_ = tail == Tail::kPemEnd ? context_ : std::string();
-    pending_.clear();
-    pending_offset_ = bytes_in_;
+    DropPending(pending_.size());
     cont_tail_ = static_cast<int>(tail);
     cont_kind_ = kind;
     cont_start_ = start;
@@ -525,9 +545,11 @@ std::string_view StreamRedactor::Continue(std::string_view chunk) {
     done = i < chunk.size();
   }
   bytes_in_ += consumed;
+  lines_before_pending_ +=
+      static_cast<uint64_t>(std::count(chunk.begin(), chunk.begin() + consumed, '\n'));
   SetContext(chunk.substr(0, consumed));
   if (done) {
-    Record(cont_kind_, cont_start_, bytes_in_ - cont_start_);
+    Record(cont_kind_, cont_start_, bytes_in_ - cont_start_, cont_line_);
     cont_tail_ = 0;
     cont_carry_.clear();
     pending_offset_ = bytes_in_;

@@ -65,6 +65,16 @@ struct Finding {
   friend bool operator==(const Finding&, const Finding&) = default;
 };
 
+// One finding of a StreamRedactor, located in the raw input stream.
+struct StreamFinding {
+  SecretKind kind;
+  uint64_t offset;
+  uint64_t length;
+  uint64_t line;  // 1-based line of `offset` (lines end with '\n')
+
+  friend bool operator==(const StreamFinding&, const StreamFinding&) = default;
+};
+
 // Which detectors run besides explicit values. Turning the format detectors off weakens
 // redaction, so it is a named value rather than a bool.
 enum class Detectors {
@@ -138,11 +148,15 @@ class Redactor {
 // a token). So a stream may redact a little more than Redact() would on the whole input, never
 // less, except for one documented limit: a JWT whose header alone is longer than 4 KiB, or a
 // quoted "password = '...'" value longer than 4 KiB, may be missed.
+//
+// With a null `out`, Write and Finish only find: nothing is produced, and findings() says where
+// the secrets are (the artifact gate scans files this way, in the same bounded memory).
 class StreamRedactor {
  public:
   explicit StreamRedactor(const Redactor& redactor);
 
-  // Appends `chunk` to the stream and appends to `*out` the redacted bytes that are final.
+  // Appends `chunk` to the stream and appends to `*out` (unless null) the redacted bytes that
+  // are final.
   void Write(std::string_view chunk, std::string* out);
 
   // Appends to `*out` the held-back bytes through the last complete line, redacted, unless a
@@ -151,12 +165,14 @@ class StreamRedactor {
   // the window to fill; a partial line is still held back (a secret split across writes).
   void Flush(std::string* out);
 
-  // Ends the stream: appends everything still held back, redacted. Write must not follow.
+  // Ends the stream: appends everything still held back, redacted, to `*out` (unless null).
+  // Write must not follow.
   void Finish(std::string* out);
 
-  // Findings among the bytes released so far, with offsets in the raw input stream; at most
-  // options.max_stream_findings of them. A fail-closed finding appears once its end is known.
-  const std::vector<Finding>& findings() const { return findings_; }
+  // Findings among the bytes released so far, with offsets and lines in the raw input stream;
+  // at most options.max_stream_findings of them, in the order they were released (by offset
+  // within a release). A fail-closed finding appears once its end is known.
+  const std::vector<StreamFinding>& findings() const { return findings_; }
   uint64_t finding_count() const { return finding_count_; }
 
   // Raw input bytes consumed / bytes currently held back.
@@ -169,7 +185,11 @@ class StreamRedactor {
                std::vector<redact_internal::StreamMatch> released, std::string* out);
   // Swallows the start of `chunk` while it continues a fail-closed secret; returns the rest.
   std::string_view Continue(std::string_view chunk);
-  void Record(SecretKind kind, uint64_t offset, uint64_t length);
+  void Record(SecretKind kind, uint64_t offset, uint64_t length, uint64_t line);
+  // The line of stream offset `offset`, which must lie in the held-back bytes.
+  uint64_t LineAt(uint64_t offset) const;
+  // Drops the first `n` held-back bytes (counting their lines).
+  void DropPending(size_t n);
   void SetContext(std::string_view released);
 
   std::shared_ptr<const Redactor::State> state_;
@@ -182,7 +202,9 @@ class StreamRedactor {
   SecretKind cont_kind_ = SecretKind::kCredential;
   uint64_t cont_start_ = 0;
   std::string cont_carry_;  // the last bytes swallowed, to find an END line split in two
-  std::vector<Finding> findings_;
+  uint64_t cont_line_ = 0;
+  uint64_t lines_before_pending_ = 0;  // '\n' bytes before pending_offset_
+  std::vector<StreamFinding> findings_;
   uint64_t finding_count_ = 0;
 };
 

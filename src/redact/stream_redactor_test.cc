@@ -178,12 +178,53 @@ TEST(StreamRedactorTest, FindingsHaveStreamOffsets) {
   // The stream reports a span found by two detectors under each; compare the spans covered.
   std::vector<std::pair<size_t, size_t>> a, b;
   for (const Finding& f : whole) a.emplace_back(f.offset, f.length);
-  for (const Finding& f : stream.findings()) b.emplace_back(f.offset, f.length);
+  for (const StreamFinding& f : stream.findings()) {
+    b.emplace_back(f.offset, f.length);
+    // Lines are counted in the raw stream, across every chunk released before.
+    EXPECT_EQ(f.line, 1 + std::count(text.begin(), text.begin() + f.offset, '\n'))
+        << "offset " << f.offset;
+  }
   std::sort(b.begin(), b.end());
   b.erase(std::unique(b.begin(), b.end()), b.end());
   std::sort(a.begin(), a.end());
   EXPECT_EQ(a, b);
   EXPECT_EQ(stream.bytes_in(), text.size());
+}
+
+TEST(StreamRedactorTest, NullOutputOnlyFinds) {
+  Redactor r = Make({"the-registered-secret-77"});
+  std::string text;
+  for (int i = 0; i < 20; ++i) text += std::string(3000, 'x') + "\n" + Corpus();
+  StreamRedactor redacting(r), scanning(r);
+  std::string out;
+  for (size_t pos = 0; pos < text.size(); pos += 1013) {
+    std::string_view chunk = std::string_view(text).substr(pos, 1013);
+    redacting.Write(chunk, &out);
+    scanning.Write(chunk, nullptr);
+  }
+  redacting.Finish(&out);
+  scanning.Finish(nullptr);
+  EXPECT_FALSE(scanning.findings().empty());
+  EXPECT_EQ(scanning.findings(), redacting.findings());
+  EXPECT_EQ(scanning.finding_count(), redacting.finding_count());
+  EXPECT_EQ(scanning.bytes_in(), text.size());
+}
+
+TEST(StreamRedactorTest, FailClosedFindingKeepsTheLineItStartedOn) {
+  Redactor r = Make({});
+  std::string text = "one\ntwo\nthree\n-----BEGIN RSA PRIVATE KEY-----\n";
+  const uint64_t key_start = text.size() - 32;
+  while (text.size() < 3 * r.stream_window()) text += "MIIEowIBAAKCAQEAx4fZ0q9Lr8Vb\n";
+  text += "-----END RSA PRIVATE KEY-----\nafter\n";
+  StreamRedactor stream(r);
+  for (size_t pos = 0; pos < text.size(); pos += 4096) {
+    stream.Write(std::string_view(text).substr(pos, 4096), nullptr);
+  }
+  stream.Finish(nullptr);
+  ASSERT_EQ(stream.findings().size(), 1u);
+  EXPECT_EQ(stream.findings()[0].kind, SecretKind::kPrivateKey);
+  EXPECT_EQ(stream.findings()[0].offset, key_start);
+  EXPECT_EQ(stream.findings()[0].line, 4u);
 }
 
 TEST(StreamRedactorTest, PrivateKeyLongerThanTheWindowFailsClosed) {

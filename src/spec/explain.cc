@@ -190,6 +190,12 @@ std::string ExplainSpec(const SandboxSpec& spec) {
   std::map<std::string, std::string> comments;
   comments["level"] = LevelMeaning(spec.level);
   comments["runtime"] = RuntimeMeaning(spec.runtime);
+  comments["artifacts.binaryThresholdKb"] = "larger binaries need an allowBinaries entry";
+  comments["commandPolicy.deny"] = "added to the built-in rules (docs/policy.md); never lifts them";
+  comments["commandPolicy.strictShell"] =
+      spec.command_policy.strict_shell
+          ? "refuse commands whose shell text cannot be parsed with confidence"
+          : "check shell text as far as it parses; note the rest";
   std::vector<std::string> header = {
       "Effective sandbox spec: every field, defaults and derived values filled in.",
   };

@@ -31,7 +31,10 @@ TEST(ExplainSpecTest, ShowsEveryFieldAndParsesBack) {
        {"\nversion: 1\n", "\nriskClass: null  # none: level, network and approval are as written\n",
         "\nlevel: 2  # hardened: ", "\nruntime: native  # ", "\n  memoryMb: 512\n",
         "\n  maxLogBytes: 33554432\n", "\n  paths: [/sandbox/artifacts]\n", "\napproval: none\n",
-        "\nenv: {}\n", "\n  mounts: []\n"}) {
+        "\nenv: {}\n", "\n  mounts: []\n",
+        "\n  binaryThresholdKb: 1024  # larger binaries need an allowBinaries entry\n",
+        "\n  deny: []  # added to the built-in rules (docs/policy.md); never lifts them\n",
+        "\n  strictShell: false  # check shell text as far as it parses; note the rest\n"}) {
     EXPECT_THAT(text, HasSubstr(line));
   }
   ExpectRoundTrip(SandboxSpec{});

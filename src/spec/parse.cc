@@ -93,6 +93,15 @@ Json SpecToJson(const SandboxSpec& spec) {
   }
   Json env = Json::object();
   for (const auto& [name, value] : spec.env) env[name] = value;
+  Json allow_binaries = Json::array();
+  for (const BinaryAllowance& allowance : spec.artifacts.allow_binaries) {
+    allow_binaries.push_back({{"path", allowance.path}, {"reason", allowance.reason}});
+  }
+  Json deny = Json::array();
+  for (const CommandDenyRule& rule : spec.command_policy.deny) {
+    deny.push_back(
+        {{"name", rule.name}, {"argv", StringsToJson<Json>(rule.argv)}, {"reason", rule.reason}});
+  }
 
   const Filesystem& fs = spec.filesystem;
   const Process& process = spec.process;
@@ -146,7 +155,11 @@ Json SpecToJson(const SandboxSpec& spec) {
       {"artifacts",
        {{"paths", StringsToJson<Json>(spec.artifacts.paths)},
         {"maxSizeMb", spec.artifacts.max_size_mb},
-        {"secretScan", spec.artifacts.secret_scan}}},
+        {"secretScan", spec.artifacts.secret_scan},
+        {"binaryThresholdKb", spec.artifacts.binary_threshold_kb},
+        {"allowBinaries", std::move(allow_binaries)}}},
+      {"commandPolicy",
+       {{"deny", std::move(deny)}, {"strictShell", spec.command_policy.strict_shell}}},
       {"approval", ToString(spec.approval)},
   };
 }

@@ -13,6 +13,7 @@ namespace airlock::spec {
 namespace {
 
 using nlohmann::json;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
@@ -55,7 +56,9 @@ constexpr const char* kDefaultsJson = R"({
   "network": {"profile": "none", "allowHosts": [], "httpRules": [], "denyCidrs": []},
   "secrets": {"leases": []},
   "cache": {"mode": "none", "key": ""},
-  "artifacts": {"paths": ["/sandbox/artifacts"], "maxSizeMb": 100, "secretScan": true},
+  "artifacts": {"paths": ["/sandbox/artifacts"], "maxSizeMb": 100, "secretScan": true,
+                "binaryThresholdKb": 1024, "allowBinaries": []},
+  "commandPolicy": {"deny": [], "strictShell": false},
   "approval": "none"
 })";
 
@@ -293,6 +296,12 @@ TEST(ToJsonTest, RoundTripsThroughParseSpecJson) {
   spec.resources.output_limit_action = OutputLimitAction::kKill;
   spec.cache = Cache{CacheMode::kReadWrite, "npm-20"};
   spec.artifacts.paths = {"/sandbox/artifacts", "/sandbox/workspace/out"};
+  spec.artifacts.binary_threshold_kb = 0;
+  spec.artifacts.allow_binaries = {{"/sandbox/workspace/out/**/*.whl", "the wheel under test"}};
+  spec.command_policy.strict_shell = true;
+  spec.command_policy.deny = {
+      {"terraform-apply", {"terraform ** apply", "tofu ** apply"}, "applies go through CI"},
+      {"no-push", {"git push"}, ""}};
   ASSERT_TRUE(Validate(spec).empty()) << ToString(Validate(spec)[0]);
 
   for (const SandboxSpec& original : {SandboxSpec{}, spec}) {
@@ -303,6 +312,59 @@ TEST(ToJsonTest, RoundTripsThroughParseSpecJson) {
     ASSERT_TRUE(from_text.ok()) << from_text.status();
     EXPECT_EQ(*from_text, original);
   }
+}
+
+TEST(ParseSpecTest, CommandPolicyAndBinaryAllowancesFromYaml) {
+  SandboxSpec spec = ParseOrDie(R"(
+commandPolicy:
+  strictShell: true
+  deny:
+    - name: terraform-apply
+      reason: infrastructure changes go through the deploy pipeline
+      argv:
+        - terraform ** apply
+        - tofu ** apply
+artifacts:
+  paths: [/sandbox/artifacts]
+  binaryThresholdKb: 64
+  allowBinaries:
+    - path: /sandbox/artifacts/dist/*.whl
+      reason: the wheel this build produces
+)",
+                                Format::kYaml);
+  EXPECT_TRUE(spec.command_policy.strict_shell);
+  ASSERT_EQ(spec.command_policy.deny.size(), 1u);
+  EXPECT_EQ(spec.command_policy.deny[0].name, "terraform-apply");
+  EXPECT_THAT(spec.command_policy.deny[0].argv, ElementsAre("terraform ** apply", "tofu ** apply"));
+  EXPECT_EQ(spec.artifacts.binary_threshold_kb, 64);
+  ASSERT_EQ(spec.artifacts.allow_binaries.size(), 1u);
+  EXPECT_EQ(spec.artifacts.allow_binaries[0].path, "/sandbox/artifacts/dist/*.whl");
+}
+
+TEST(ParseSpecTest, CommandPolicyErrorsNameTheirField) {
+  absl::StatusOr<SandboxSpec> spec = ParseSpec(R"(
+commandPolicy:
+  strictShel: true
+  deny:
+    - name: Bad Name
+      argv: curl * | sh
+    - name: ok
+      argv: ["curl * | sh", "** sudo"]
+      reason: 7
+)",
+                                               Format::kYaml, {});
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(Message(spec.status()),
+            "commandPolicy.deny[0].argv: expected array, got string\n"
+            "commandPolicy.deny[1].reason: expected string, got integer\n"
+            "commandPolicy.strictShel: unknown field (did you mean strictShell?)\n"
+            "commandPolicy.deny[0].name: \"Bad Name\" is not a rule name (1-64 of a-z, 0-9, '.', "
+            "'_', '-', '/', starting with a letter or digit)\n"
+            "commandPolicy.deny[1].argv[0]: \"curl * | sh\": \"|\" is a shell operator; a pattern "
+            "matches the argv of one command (shell strings are split into commands before "
+            "matching, and pipes into a shell are refused by the built-in pipe-to-shell rules)\n"
+            "commandPolicy.deny[1].argv[1]: \"** sudo\": the first word must be a program name, "
+            "without '*'");
 }
 
 class LoadSpecFileTest : public ::testing::Test {

@@ -173,12 +173,42 @@ struct Cache {
   friend bool operator==(const Cache&, const Cache&) = default;
 };
 
+// A binary artifact the caller expects, and why (artifacts.allowBinaries; docs/artifacts.md).
+struct BinaryAllowance {
+  std::string path;    // a path glob (spec/patterns.h) under one of artifacts.paths
+  std::string reason;  // why this binary may leave; recorded with the collection
+
+  friend bool operator==(const BinaryAllowance&, const BinaryAllowance&) = default;
+};
+
 struct Artifacts {
   std::vector<std::string> paths = {"/sandbox/artifacts"};
-  int64_t max_size_mb = 100;
+  int64_t max_size_mb = 100;  // cap on the collection's released bytes (and so on each file)
   bool secret_scan = true;
+  // Binary files (by content) larger than this need an allowBinaries entry to leave.
+  int64_t binary_threshold_kb = 1024;
+  std::vector<BinaryAllowance> allow_binaries;
 
   friend bool operator==(const Artifacts&, const Artifacts&) = default;
+};
+
+// A rule a spec adds to the built-in command policy (docs/policy.md). A spec can only add
+// rules, never lift a built-in one.
+struct CommandDenyRule {
+  std::string name;               // reported as "spec/<name>"
+  std::vector<std::string> argv;  // argv patterns (spec/patterns.h); any one matching refuses
+  std::string reason;             // one line shown to the model; optional
+
+  friend bool operator==(const CommandDenyRule&, const CommandDenyRule&) = default;
+};
+
+struct CommandPolicy {
+  std::vector<CommandDenyRule> deny;
+  // Refuse (rule "unparseable-shell") a command whose shell text cannot be parsed with
+  // confidence, rather than checking what could be parsed.
+  bool strict_shell = false;
+
+  friend bool operator==(const CommandPolicy&, const CommandPolicy&) = default;
 };
 
 struct SandboxSpec {
@@ -199,6 +229,7 @@ struct SandboxSpec {
   Secrets secrets;
   Cache cache;
   Artifacts artifacts;
+  CommandPolicy command_policy;
   ApprovalRequirement approval = ApprovalRequirement::kNone;
 
   friend bool operator==(const SandboxSpec&, const SandboxSpec&) = default;

@@ -13,6 +13,7 @@
 #include "fmt/format.h"
 #include "spec/internal/text.h"
 #include "spec/kernel_names.h"
+#include "spec/patterns.h"
 #include "spec/risk.h"
 
 namespace airlock::spec {
@@ -50,6 +51,12 @@ constexpr size_t kMaxArtifactPaths = 64;
 constexpr size_t kMaxPurpose = 1024;
 constexpr size_t kMaxImage = 255;
 constexpr size_t kMaxName = 128;
+constexpr int64_t kMaxBinaryThresholdKb = kMaxSizeMb * 1024;
+constexpr size_t kMaxBinaryAllowances = 64;
+constexpr size_t kMaxDenyRules = 64;
+constexpr size_t kMaxRulePatterns = 16;
+constexpr size_t kMaxRuleName = 64;
+constexpr size_t kMaxReason = 200;
 
 // Paths inside the sandbox that nothing may be mounted on, under, or above.
 constexpr std::string_view kReservedTargets[] = {"/proc", "/dev", "/sys", "/sandbox/control",
@@ -301,6 +308,14 @@ bool IsSecretName(std::string_view name) {
   return true;
 }
 
+bool IsRuleName(std::string_view name) {
+  if (name.empty() || name.size() > kMaxRuleName || !IsLowerAlnum(name[0])) return false;
+  for (char c : name) {
+    if (!(IsLowerAlnum(c) || c == '.' || c == '_' || c == '-' || c == '/')) return false;
+  }
+  return true;
+}
+
 bool IsCacheKey(std::string_view key) {
   if (key.empty() || key.size() > kMaxName) return false;
   for (char c : key) {
@@ -338,6 +353,7 @@ class Checker {
     CheckSecrets();
     CheckCache();
     CheckArtifacts();
+    CheckCommandPolicy();
     for (FieldError& error : CheckRiskClass(spec_)) errors_.push_back(std::move(error));
     return std::move(errors_);
   }
@@ -802,6 +818,76 @@ class Checker {
       }
     }
     Positive("artifacts.maxSizeMb", artifacts.max_size_mb, kMaxSizeMb);
+    InRange("artifacts.binaryThresholdKb", artifacts.binary_threshold_kb, 0, kMaxBinaryThresholdKb);
+    if (!AtMost("artifacts.allowBinaries", artifacts.allow_binaries.size(), kMaxBinaryAllowances)) {
+      return;
+    }
+    std::map<std::string_view, size_t> seen;
+    for (size_t i = 0; i < artifacts.allow_binaries.size(); ++i) {
+      const BinaryAllowance& allowance = artifacts.allow_binaries[i];
+      const std::string path = IndexPath("artifacts.allowBinaries", i);
+      if (std::string problem = PathGlobProblem(allowance.path); !problem.empty()) {
+        Add(path + ".path", std::move(problem));
+      } else if (auto [it, inserted] = seen.emplace(allowance.path, i); !inserted) {
+        Add(path + ".path",
+            fmt::format("duplicate of artifacts.allowBinaries[{}].path", it->second));
+      } else {
+        bool under = false;
+        for (const std::string& dir : artifacts.paths) {
+          under = under || (allowance.path.size() > dir.size() + 1 &&
+                            allowance.path.compare(0, dir.size(), dir) == 0 &&
+                            allowance.path[dir.size()] == '/');
+        }
+        if (!under) {
+          Add(path + ".path",
+              fmt::format("{} is not under any of artifacts.paths (nothing else is collected)",
+                          Quote(allowance.path)));
+        }
+      }
+      if (allowance.reason.empty()) {
+        Add(path + ".reason", "required (it is recorded with every binary released under it)");
+      } else {
+        ReasonText(path + ".reason", allowance.reason);
+      }
+    }
+  }
+
+  // One line of at most kMaxReason bytes, shown to people and models.
+  void ReasonText(const std::string& path, std::string_view reason) {
+    if (reason.size() > kMaxReason) {
+      Add(path, fmt::format("must be at most {} bytes", kMaxReason));
+    } else if (HasControl(reason)) {
+      Add(path, "must be one line without control characters");
+    }
+  }
+
+  void CheckCommandPolicy() {
+    const CommandPolicy& policy = spec_.command_policy;
+    if (!AtMost("commandPolicy.deny", policy.deny.size(), kMaxDenyRules)) return;
+    std::map<std::string_view, size_t> names;
+    for (size_t i = 0; i < policy.deny.size(); ++i) {
+      const CommandDenyRule& rule = policy.deny[i];
+      const std::string path = IndexPath("commandPolicy.deny", i);
+      if (rule.name.empty()) {
+        Add(path + ".name", "required (refusals name their rule as spec/<name>)");
+      } else if (!IsRuleName(rule.name)) {
+        Add(path + ".name",
+            fmt::format("{} is not a rule name (1-{} of a-z, 0-9, '.', '_', '-', '/', starting "
+                        "with a letter or digit)",
+                        Quote(rule.name), kMaxRuleName));
+      } else if (auto [it, inserted] = names.emplace(rule.name, i); !inserted) {
+        Add(path + ".name", fmt::format("duplicate of commandPolicy.deny[{}].name", it->second));
+      }
+      if (rule.argv.empty()) {
+        Add(path + ".argv", "must have at least one pattern");
+      } else if (AtMost(path + ".argv", rule.argv.size(), kMaxRulePatterns)) {
+        for (size_t j = 0; j < rule.argv.size(); ++j) {
+          std::string problem = ArgvPatternProblem(rule.argv[j]);
+          if (!problem.empty()) Add(IndexPath(path + ".argv", j), std::move(problem));
+        }
+      }
+      ReasonText(path + ".reason", rule.reason);
+    }
   }
 
   const SandboxSpec& spec_;

@@ -8,6 +8,7 @@
 #include "fmt/format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "spec/patterns.h"
 
 namespace airlock::spec {
 namespace {
@@ -553,6 +554,108 @@ TEST(ValidateTest, CacheAndArtifacts) {
         "artifacts.paths[4]: duplicate path /sandbox/artifacts",
         "artifacts.paths[5]: must be /sandbox/artifacts, /sandbox/workspace or under them",
         "artifacts.maxSizeMb: must be > 0"}},
+  });
+}
+
+TEST(ValidateTest, BinaryAllowances) {
+  ExpectRules({
+      {"threshold range",
+       [](SandboxSpec& s) { s.artifacts.binary_threshold_kb = -1; },
+       {"artifacts.binaryThresholdKb: must be >= 0"}},
+      {"threshold zero is fine", [](SandboxSpec& s) { s.artifacts.binary_threshold_kb = 0; }, {}},
+      {"allowances",
+       [](SandboxSpec& s) {
+         s.artifacts.paths = {"/sandbox/artifacts", "/sandbox/workspace/dist"};
+         s.artifacts.allow_binaries = {
+             {"/sandbox/artifacts/**/*.png", "charts"},
+             {"/sandbox/workspace/dist/app", "the built binary"},
+             {"/sandbox/workspace/src/app", "elsewhere"},
+             {"/sandbox/artifacts", "the directory itself"},
+             {"sandbox/artifacts/x", "relative"},
+             {"/sandbox/artifacts/a**b", "bad double star"},
+             {"/sandbox/artifacts/../etc/x", "dot dot"},
+             {"/sandbox/artifacts/**/*.png", "again"},
+             {"/sandbox/artifacts/y", ""},
+             {"/sandbox/artifacts/z", "two\nlines"},
+         };
+       },
+       {"artifacts.allowBinaries[2].path: \"/sandbox/workspace/src/app\" is not under any of "
+        "artifacts.paths (nothing else is collected)",
+        "artifacts.allowBinaries[3].path: \"/sandbox/artifacts\" is not under any of "
+        "artifacts.paths (nothing else is collected)",
+        "artifacts.allowBinaries[4].path: \"sandbox/artifacts/x\" is not an absolute path",
+        "artifacts.allowBinaries[5].path: \"/sandbox/artifacts/a**b\": \"**\" must be a whole "
+        "path segment",
+        "artifacts.allowBinaries[6].path: must not contain \"..\"",
+        "artifacts.allowBinaries[7].path: duplicate of artifacts.allowBinaries[0].path",
+        "artifacts.allowBinaries[8].reason: required (it is recorded with every binary released "
+        "under it)",
+        "artifacts.allowBinaries[9].reason: must be one line without control characters"}},
+  });
+}
+
+TEST(ValidateTest, CommandPolicy) {
+  ExpectRules({
+      {"valid rules",
+       [](SandboxSpec& s) {
+         s.command_policy.deny = {{"terraform-apply", {"terraform ** apply"}, "use CI"},
+                                  {"team/no-push", {"git push", "git * push"}, ""}};
+         s.command_policy.strict_shell = true;
+       },
+       {}},
+      {"names",
+       [](SandboxSpec& s) {
+         s.command_policy.deny = {{"", {"a"}, ""},      {"-x", {"a"}, ""},
+                                  {"Upper", {"a"}, ""}, {"dup", {"a"}, ""},
+                                  {"dup", {"b"}, ""},   {std::string(65, 'a'), {"a"}, ""}};
+       },
+       {"commandPolicy.deny[0].name: required (refusals name their rule as spec/<name>)",
+        "commandPolicy.deny[1].name: \"-x\" is not a rule name (1-64 of a-z, 0-9, '.', '_', "
+        "'-', '/', starting with a letter or digit)",
+        "commandPolicy.deny[2].name: \"Upper\" is not a rule name (1-64 of a-z, 0-9, '.', '_', "
+        "'-', '/', starting with a letter or digit)",
+        "commandPolicy.deny[4].name: duplicate of commandPolicy.deny[3].name",
+        "commandPolicy.deny[5].name: \"" + std::string(64, 'a') +
+            "...\" is not a rule name (1-64 of a-z, 0-9, '.', '_', '-', '/', starting with a "
+            "letter or digit)"}},
+      {"patterns",
+       [](SandboxSpec& s) {
+         s.command_policy.deny = {
+             {"r",
+              {"", "   ", "* x", "/usr/bin/terraform apply", "A=1 make", "make ; rm",
+               "git push --force**", "x\ny", std::string(kMaxPatternBytes + 1, 'a')},
+              std::string(201, 'r')},
+             {"s", {}, ""}};
+       },
+       {"commandPolicy.deny[0].argv[0]: must not be empty",
+        "commandPolicy.deny[0].argv[1]: must not be empty",
+        "commandPolicy.deny[0].argv[2]: \"* x\": the first word must be a program name, without "
+        "'*'",
+        "commandPolicy.deny[0].argv[3]: \"/usr/bin/terraform apply\": the first word must be a "
+        "program name without '/' (it is compared with the basename of argv[0])",
+        "commandPolicy.deny[0].argv[4]: \"A=1 make\": the first word must be a program name, "
+        "not a variable assignment (assignments before a command are not part of its argv)",
+        "commandPolicy.deny[0].argv[5]: \"make ; rm\": \";\" is a shell operator; a pattern "
+        "matches the argv of one command (shell strings are split into commands before "
+        "matching, and pipes into a shell are refused by the built-in pipe-to-shell rules)",
+        "commandPolicy.deny[0].argv[6]: \"git push --force**\": \"**\" must be a word of its "
+        "own (it stands for any number of arguments)",
+        "commandPolicy.deny[0].argv[7]: must be on one line",
+        "commandPolicy.deny[0].argv[8]: must be at most 1024 bytes",
+        "commandPolicy.deny[0].reason: must be at most 200 bytes",
+        "commandPolicy.deny[1].argv: must have at least one pattern"}},
+      {"too many patterns",
+       [](SandboxSpec& s) {
+         s.command_policy.deny = {{"r", std::vector<std::string>(17, "make"), ""}};
+       },
+       {"commandPolicy.deny[0].argv: must have at most 16 entries"}},
+      {"too many rules",
+       [](SandboxSpec& s) {
+         for (int i = 0; i < 65; ++i) {
+           s.command_policy.deny.push_back({fmt::format("r{}", i), {"make"}, ""});
+         }
+       },
+       {"commandPolicy.deny: must have at most 64 entries"}},
   });
 }
 

@@ -385,11 +385,49 @@ void DecodeCache(Decoder& d, const json& value, const std::string& path, Cache* 
   o.Done();
 }
 
+bool DecodeBinaryAllowance(Decoder& d, const json& value, const std::string& path,
+                           BinaryAllowance* allowance) {
+  Object o(d, value, path);
+  o.String("path", &allowance->path);
+  o.String("reason", &allowance->reason);
+  o.Done();
+  return o.ok();
+}
+
 void DecodeArtifacts(Decoder& d, const json& value, const std::string& path, Artifacts* artifacts) {
   Object o(d, value, path);
   o.StringList("paths", &artifacts->paths);
   o.Int("maxSizeMb", &artifacts->max_size_mb);
   o.Bool("secretScan", &artifacts->secret_scan);
+  o.Int("binaryThresholdKb", &artifacts->binary_threshold_kb);
+  o.Field("allowBinaries", [&](const json& v, const std::string& p) {
+    d.ToList(v, p, &artifacts->allow_binaries,
+             [&](const json& item, const std::string& ip, BinaryAllowance* allowance) {
+               return DecodeBinaryAllowance(d, item, ip, allowance);
+             });
+  });
+  o.Done();
+}
+
+bool DecodeDenyRule(Decoder& d, const json& value, const std::string& path, CommandDenyRule* rule) {
+  Object o(d, value, path);
+  o.String("name", &rule->name);
+  o.StringList("argv", &rule->argv);
+  o.String("reason", &rule->reason);
+  o.Done();
+  return o.ok();
+}
+
+void DecodeCommandPolicy(Decoder& d, const json& value, const std::string& path,
+                         CommandPolicy* policy) {
+  Object o(d, value, path);
+  o.Field("deny", [&](const json& v, const std::string& p) {
+    d.ToList(v, p, &policy->deny,
+             [&](const json& item, const std::string& ip, CommandDenyRule* rule) {
+               return DecodeDenyRule(d, item, ip, rule);
+             });
+  });
+  o.Bool("strictShell", &policy->strict_shell);
   o.Done();
 }
 
@@ -474,6 +512,9 @@ void DecodeSpec(const json& doc, SandboxSpec* spec, std::vector<FieldError>* err
           [&](const json& v, const std::string& p) { DecodeCache(d, v, p, &spec->cache); });
   o.Field("artifacts",
           [&](const json& v, const std::string& p) { DecodeArtifacts(d, v, p, &spec->artifacts); });
+  o.Field("commandPolicy", [&](const json& v, const std::string& p) {
+    DecodeCommandPolicy(d, v, p, &spec->command_policy);
+  });
   o.Enum("approval", &spec->approval);
   o.Done();
 }
