@@ -3,6 +3,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
+
 #include "common/files.h"
 #include "engine/native_sandbox.h"
 #include "engine/testing/sandbox_fixture.h"
@@ -74,10 +76,11 @@ class ImageSandboxTest : public SandboxTest {
     return engine::NativeSandbox::Create(std::move(options));
   }
 
-  CommandResult RunOn(const image::ImageInfo& info, const std::string& script) {
+  CommandResult RunOn(const image::ImageInfo& info, const std::string& script,
+                      const std::string& tag = "test/busybox:1") {
     // The daemon's sequence: resolve the tag at create time, keep the digest in the spec, hold
     // a lease while the sandbox lives.
-    auto digest = store_->Resolve("test/busybox:1");
+    auto digest = store_->Resolve(tag);
     EXPECT_TRUE(digest.ok()) << digest.status();
     EXPECT_EQ(*digest, info.digest);
     auto lease = store_->Acquire(*digest);
@@ -158,6 +161,28 @@ TEST_F(ImageSandboxTest, SetuidFilesInTheImageGrantNothing) {
       RunOn(info, "/bin/busybox-suid id -u; grep ' /bin ' /proc/mounts | grep -c 'ro,nosuid'");
   EXPECT_EQ(r.classification, Classification::kOk) << r.stderr_preview;
   EXPECT_EQ(r.stdout_preview, "10001\n1\n");
+}
+
+// The image scripts/build-base-image makes; scripts/test builds it and sets AIRLOCK_BASE_IMAGE.
+TEST_F(ImageSandboxTest, BaseImageRunsGitAndPython) {
+  const char* path = std::getenv("AIRLOCK_BASE_IMAGE");
+  if (path == nullptr || *path == '\0') {
+    GTEST_SKIP()
+        << "AIRLOCK_BASE_IMAGE is not set (scripts/test builds the base image and sets it)";
+  }
+  auto got = store_->Import(path);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), 1u);
+  const image::ImageInfo& info = (*got)[0];
+  EXPECT_EQ(info.tags, std::vector<std::string>{"agent-runner-base:latest"});
+  EXPECT_EQ(info.config.working_dir, "/sandbox/workspace");
+  CommandResult r = RunOn(info,
+                          "python3 -c 'print(6*7)'; git --version | cut -d' ' -f1-2; "
+                          "ls /usr/local/libexec/airlock; cut -d. -f1 /etc/debian_version; "
+                          "test -e /etc/ssl/certs/ca-certificates.crt && echo certs",
+                          "agent-runner-base");
+  EXPECT_EQ(r.classification, Classification::kOk) << r.stderr_preview;
+  EXPECT_EQ(r.stdout_preview, "42\ngit version\nairlock-forwarder\nairlock-init\n12\ncerts\n");
 }
 
 TEST_F(ImageSandboxTest, AnImageNeedsItsResolvedRootAndDigest) {
