@@ -8,8 +8,10 @@
 // directory; with --image, an OCI layout tarball such as scripts/build-base-image's; and the
 // re-import of an image the store already has. The reference extracts each layer blob in order
 // with `tar -xf` (GNU tar, which decompresses in a separate gzip/zstd process): no digest
-// verification, no blob copy, no whiteouts, no guards. Prints medians and p90 in milliseconds,
-// MiB/s of unpacked data, and the median of the per-round ratios. On an ext4 mounted with
+// verification, no blob copy, no whiteouts, no guards. Prints medians and p90 of wall time, the
+// median CPU time (user + system: this process for airlock, tar and its decompressor for the
+// reference; steadier than wall time on a loaded machine), MiB/s of unpacked data over wall
+// time, and the median of the per-round wall-time ratios. On an ext4 mounted with
 // `discard`, deleting a tree stalls the file creations that follow for seconds while the freed
 // blocks are trimmed: --defer-delete keeps every round's output until the end.
 #include <fcntl.h>
@@ -105,15 +107,25 @@ it::Image Synthetic(int size_mb) {
   return img;
 }
 
+// CPU time (user + system) of this process or of its waited-for children, in ms.
+double CpuMs(int who) {
+  struct rusage ru;
+  getrusage(who, &ru);
+  auto ms = [](const timeval& t) { return static_cast<double>(t.tv_sec) * 1e3 + t.tv_usec / 1e3; };
+  return ms(ru.ru_utime) + ms(ru.ru_stime);
+}
+
 struct Series {
   std::string name;
   std::vector<double> ms;
+  std::vector<double> cpu_ms;
 };
 
 void Print(const Series& s, double unpacked_mib) {
   double median = Percentile(s.ms, 0.5);
-  fmt::print("  {:<34} median {:>8.1f} ms   p90 {:>8.1f} ms   {:>6.1f} MiB/s\n", s.name, median,
-             Percentile(s.ms, 0.9), unpacked_mib / (median / 1000));
+  fmt::print("  {:<36} median {:>8.1f} ms  p90 {:>8.1f} ms  cpu {:>7.1f} ms  {:>6.1f} MiB/s\n",
+             s.name, median, Percentile(s.ms, 0.9), Percentile(s.cpu_ms, 0.5),
+             unpacked_mib / (median / 1000));
 }
 
 // Layer blobs of an OCI layout directory, in order.
@@ -168,6 +180,7 @@ int Main(int argc, char** argv) {
   }
 
   int outputs = 0;
+  double cpu = 0;  // CPU time of the last measured operation
   auto import = [&](const std::string& source, bool keep) -> double {
     std::string store_dir = keep ? base + "/store" : fmt::format("{}/store-{}", base, ++outputs);
     auto store = image::ImageStore::Open({.dir = store_dir});
@@ -175,9 +188,11 @@ int Main(int argc, char** argv) {
       fmt::print(stderr, "{}\n", store.status().ToString());
       std::exit(1);
     }
+    double c0 = CpuMs(RUSAGE_SELF);
     auto t0 = Clock::now();
     auto got = (*store)->Import(source);
     double ms = Ms(Clock::now() - t0);
+    cpu = CpuMs(RUSAGE_SELF) - c0;
     if (!got.ok()) {
       fmt::print(stderr, "{}\n", got.status().ToString());
       std::exit(1);
@@ -188,12 +203,14 @@ int Main(int argc, char** argv) {
   auto tar_layers = [&](const std::vector<std::string>& blobs, bool outer) -> double {
     std::string root = fmt::format("{}/tar-root-{}", base, ++outputs);
     (void)MakeDirs(root);
+    double c0 = CpuMs(RUSAGE_CHILDREN);
     auto t0 = Clock::now();
     if (outer && !Run({"tar", "-xf", image, "-C", root})) std::exit(1);
     for (const std::string& b : blobs) {
       if (!Run({"tar", "-xf", b, "-C", root})) std::exit(1);
     }
     double ms = Ms(Clock::now() - t0);
+    cpu = CpuMs(RUSAGE_CHILDREN) - c0;
     if (!defer_delete) (void)RemoveTree(root);
     return ms;
   };
@@ -207,13 +224,17 @@ int Main(int argc, char** argv) {
   std::vector<double> ratio_synthetic, ratio_image;
   for (int r = 0; r < runs; ++r) {
     double x = import(synthetic, false);
+    a.cpu_ms.push_back(cpu);
     double y = tar_layers(synthetic_blobs, false);
+    b.cpu_ms.push_back(cpu);
     a.ms.push_back(x);
     b.ms.push_back(y);
     ratio_synthetic.push_back(x / y);
     if (!image.empty()) {
       double z = tar_layers(image_blobs, true);
+      d.cpu_ms.push_back(cpu);
       double w = import(image, false);
+      c.cpu_ms.push_back(cpu);
       c.ms.push_back(w);
       d.ms.push_back(z);
       ratio_image.push_back(w / z);
@@ -221,7 +242,10 @@ int Main(int argc, char** argv) {
     fmt::print("round {}/{} done\n", r + 1, runs);
   }
   import(synthetic, true);
-  for (int r = 0; r < runs; ++r) e.ms.push_back(import(synthetic, true));
+  for (int r = 0; r < runs; ++r) {
+    e.ms.push_back(import(synthetic, true));
+    e.cpu_ms.push_back(cpu);
+  }
   auto stored = image::ImageStore::Open({.dir = base + "/store"});
   auto info = (*stored)->Get(*image::Digest::Parse(layout.manifest_digest));
   double mib = static_cast<double>(info->unpacked_bytes) / (1 << 20);

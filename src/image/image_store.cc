@@ -395,7 +395,8 @@ class ImportJob {
     ASSIGN_OR_RETURN(std::string text, ReadSourceFile(name));
     std::string actual = Sha256Hex(text);
     if (actual != d.digest.hex()) {
-      return DataLoss(fmt::format("blob {}: content has digest sha256:{}", name, actual));
+      return DataLoss(fmt::format("blob {}: content has digest sha256:{}, not the {} named for it",
+                                  name, actual, d.digest.str()));
     }
     if (static_cast<int64_t>(text.size()) != d.size) {
       return DataLoss(fmt::format("blob {}: {} bytes, not the {} its descriptor says", name,
@@ -469,7 +470,8 @@ class ImportJob {
     if (expected != nullptr) {
       if (digest != expected->digest) {
         if (out) ::unlink(tmp.c_str());
-        return DataLoss(fmt::format("blob {}: content has digest {}", name, digest.str()));
+        return DataLoss(fmt::format("blob {}: content has digest {}, not the {} named for it", name,
+                                    digest.str(), expected->digest.str()));
       }
       if (size != expected->size) {
         if (out) ::unlink(tmp.c_str());
