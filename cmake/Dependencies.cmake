@@ -46,3 +46,7 @@ if(AIRLOCK_STATIC_DEPS)
     endforeach()
   endforeach()
 endif()
+
+# libarchive for image layers (src/image): linked dynamically, its static archive would pull in
+# every compression library it supports.
+pkg_check_modules(LIBARCHIVE REQUIRED IMPORTED_TARGET libarchive)

@@ -82,8 +82,25 @@ absl::Status CheckSpecSupported(const spec::SandboxSpec& s) {
   if (!s.secrets.leases.empty()) {
     return FailedPrecondition("secret leases need the control plane, which this build lacks");
   }
-  if (!s.image.empty()) {
-    return FailedPrecondition("images need the node daemon's image store; use rootfs instead");
+  return absl::OkStatus();
+}
+
+// spec.image runs only on the root file system the caller resolved for it, and the spec must
+// carry the digest it was resolved to, so the stored spec names exactly what ran.
+absl::Status CheckImage(const spec::SandboxSpec& s, const std::string& image_rootfs) {
+  if (s.image.empty()) {
+    if (image_rootfs.empty()) return absl::OkStatus();
+    return InvalidArgument("sandbox options: image_rootfs is set but spec.image is empty");
+  }
+  if (image_rootfs.empty()) {
+    return FailedPrecondition(
+        "images need the node daemon's image store (SandboxOptions::image_rootfs); use rootfs "
+        "instead");
+  }
+  if (s.image.rfind("sha256:", 0) != 0) {
+    return InvalidArgument(fmt::format(
+        "image {:?}: resolve the tag to its digest (sha256:…) before the sandbox is created",
+        s.image));
   }
   return absl::OkStatus();
 }
@@ -277,6 +294,7 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
   auto t0 = Clock::now();
   if (options.cgroups == nullptr) return InvalidArgument("sandbox options: no cgroup driver");
   RETURN_IF_ERROR(CheckSpecSupported(options.spec));
+  RETURN_IF_ERROR(CheckImage(options.spec, options.image_rootfs));
   const bool wants_egress = options.spec.network.profile != spec::NetworkProfile::kNone;
   std::optional<netproxy::Policy> policy;
   if (wants_egress) {
@@ -325,6 +343,7 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
   setup.host_gid = root ? sb->options_.host_id_base + s.user.gid : ::getgid();
   internal::PlanInputs in;
   in.spec = &s;
+  in.rootfs = s.image.empty() ? s.rootfs : sb->options_.image_rootfs;
   in.run_dir = sb->run_dir_;
   in.tools_dir = sb->options_.tools_dir;
   in.host_uid = setup.host_uid;

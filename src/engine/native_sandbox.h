@@ -81,6 +81,10 @@ struct SandboxOptions {
   // Where raw logs are kept (CommandResult.raw_log). Default: <run dir>/logs, which goes away
   // with the sandbox; callers that keep logs set a durable directory.
   std::string log_dir;
+  // The unpacked root file system of spec.image, which the caller resolved (the node daemon's
+  // image store; the spec keeps the digest, "sha256:…", as stored with the run). Required when
+  // spec.image is set, and used like spec.rootfs: bound read-only, nosuid, nodev.
+  std::string image_rootfs;
   CgroupDriver* cgroups = nullptr;  // not owned; required
   EgressOptions egress;             // required for network profiles other than none
   std::vector<std::string> allow_degraded;

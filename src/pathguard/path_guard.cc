@@ -76,7 +76,8 @@ std::string Join(const std::vector<std::string>& parts, size_t count) {
 
 }  // namespace
 
-absl::StatusOr<PathGuard> PathGuard::Open(const std::string& root, ResolveMode mode) {
+absl::StatusOr<PathGuard> PathGuard::Open(const std::string& root, ResolveMode mode,
+                                          SymlinkPolicy symlinks) {
   UniqueFd fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!fd) return ErrnoStatus(errno, fmt::format("open root {}", root));
   if (mode == ResolveMode::kAuto) {
@@ -84,7 +85,7 @@ absl::StatusOr<PathGuard> PathGuard::Open(const std::string& root, ResolveMode m
     mode = probe >= 0 ? ResolveMode::kOpenat2 : ResolveMode::kComponentWalk;
     if (probe >= 0) ::close(probe);
   }
-  return PathGuard(std::move(fd), mode);
+  return PathGuard(std::move(fd), mode, symlinks);
 }
 
 absl::StatusOr<std::vector<std::string>> PathGuard::Split(std::string_view path) {
@@ -113,8 +114,9 @@ absl::StatusOr<UniqueFd> PathGuard::Resolve(const std::vector<std::string>& part
                                             int flags, std::string_view shown) const {
   if (mode_ == ResolveMode::kOpenat2) {
     std::string rel = Join(parts, count);
-    int fd = Openat2(root_.get(), rel.c_str(), static_cast<uint64_t>(flags | O_CLOEXEC),
-                     RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS);
+    uint64_t resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+    if (symlinks_ == SymlinkPolicy::kRefuse) resolve |= RESOLVE_NO_SYMLINKS;
+    int fd = Openat2(root_.get(), rel.c_str(), static_cast<uint64_t>(flags | O_CLOEXEC), resolve);
     if (fd < 0) return ResolveError(errno, shown);
     return UniqueFd(fd);
   }

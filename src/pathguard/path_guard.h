@@ -32,13 +32,20 @@ namespace airlock {
 // force it to run the same suite against both.
 enum class ResolveMode { kOpenat2, kComponentWalk, kAuto };
 
+// What a symlink on the way does. kFollowBeneath follows it as long as it stays beneath the root
+// (openat2 mode; the component walk refuses every symlink anyway). kRefuse refuses every symlink
+// on the way in both modes, for trees whose symlinks are data, never paths to take (an image
+// being unpacked: an entry must not be written through a symlink an earlier entry planted).
+enum class SymlinkPolicy { kFollowBeneath, kRefuse };
+
 class PathGuard {
  public:
   static constexpr size_t kMaxPathBytes = 4096;
 
   // Opens `root` (which itself may be reached through symlinks: it is trusted).
   static absl::StatusOr<PathGuard> Open(const std::string& root,
-                                        ResolveMode mode = ResolveMode::kAuto);
+                                        ResolveMode mode = ResolveMode::kAuto,
+                                        SymlinkPolicy symlinks = SymlinkPolicy::kFollowBeneath);
 
   // The parent directory of a path and its validated last component.
   struct Parent {
@@ -79,7 +86,8 @@ class PathGuard {
   PathGuard& operator=(PathGuard&&) = default;
 
  private:
-  PathGuard(UniqueFd root, ResolveMode mode) : root_(std::move(root)), mode_(mode) {}
+  PathGuard(UniqueFd root, ResolveMode mode, SymlinkPolicy symlinks)
+      : root_(std::move(root)), mode_(mode), symlinks_(symlinks) {}
 
   // The components of a validated path; empty for the root.
   static absl::StatusOr<std::vector<std::string>> Split(std::string_view path);
@@ -88,6 +96,7 @@ class PathGuard {
 
   UniqueFd root_;
   ResolveMode mode_;
+  SymlinkPolicy symlinks_;
 };
 
 }  // namespace airlock

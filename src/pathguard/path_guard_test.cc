@@ -97,6 +97,21 @@ TEST_P(PathGuardTest, SymlinkInsideFollowedOnlyByOpenat2) {
   }
 }
 
+TEST_P(PathGuardTest, RefusePolicyRefusesSymlinksThatStayInside) {
+  // An unpacked image must not write through a symlink an earlier entry planted, even one that
+  // points inside: with SymlinkPolicy::kRefuse both modes refuse it.
+  auto strict = PathGuard::Open(root_, GetParam(), SymlinkPolicy::kRefuse);
+  ASSERT_TRUE(strict.ok()) << strict.status();
+  Link("dir", "alias");
+  auto fd = strict->OpenPath("alias/file", O_RDONLY);
+  ASSERT_FALSE(fd.ok());
+  EXPECT_EQ(fd.status().code(), absl::StatusCode::kPermissionDenied) << fd.status();
+  auto parent = strict->OpenParent("alias/new");
+  ASSERT_FALSE(parent.ok());
+  EXPECT_EQ(parent.status().code(), absl::StatusCode::kPermissionDenied) << parent.status();
+  EXPECT_TRUE(strict->OpenParent("dir/new").ok());
+}
+
 TEST_P(PathGuardTest, MagicLinksAreRefused) {
   Link("/proc/self/root", "magic");
   EXPECT_EQ(ReadThrough("magic/etc/passwd"), "<refused>");

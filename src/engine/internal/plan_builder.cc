@@ -14,6 +14,7 @@
 
 #include "common/files.h"
 #include "common/status.h"
+#include "engine/internal/syscalls.h"
 #include "fmt/format.h"
 
 namespace airlock::engine::internal {
@@ -186,8 +187,7 @@ absl::Status AddWritableHostBind(Builder& b, const std::string& source, const st
 }
 
 absl::Status AddRootFileSystem(Builder& b) {
-  const spec::SandboxSpec& spec = *b.in.spec;
-  std::string root = spec.rootfs.empty() ? "" : spec.rootfs;
+  const std::string& root = b.in.rootfs;
   std::vector<std::string> entries;
   if (root.empty()) {
     for (const char* e : kHostRootEntries) entries.emplace_back(e);
@@ -331,12 +331,33 @@ std::string FilterIdFile(const std::string& content, uint32_t keep_below, const 
 
 namespace {
 
+// A file of a root file system as a sandbox would see it: symlinks resolve inside the root, so
+// an image's etc/passwd -> /etc/shadow reads the image's own file, never the host's. "" when it
+// is missing or not a regular file (a fifo would block the read).
+std::string ReadRootFile(const std::string& root, const char* path) {
+  UniqueFd dir(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!dir) return "";
+  UniqueFd fd(Openat2(dir.get(), path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
+                      RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS));
+  struct stat st;
+  if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return "";
+  std::string out;
+  char buf[16 << 10];
+  ssize_t n;
+  while (out.size() < (1 << 20) && (n = ::read(fd.get(), buf, sizeof(buf))) > 0) {
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
 // The files bound over the root file system's /etc.
 void AddGeneratedFiles(Builder& b) {
   const spec::SandboxSpec& spec = *b.in.spec;
-  std::string etc = spec.rootfs.empty() ? "/etc" : spec.rootfs + "/etc";
-  std::string passwd = ReadFile(etc + "/passwd").value_or("");
-  std::string group = ReadFile(etc + "/group").value_or("");
+  const std::string& root = b.in.rootfs;
+  std::string passwd = root.empty() ? ReadFile("/etc/passwd").value_or("")
+                                    : ReadRootFile(root, "etc/passwd");
+  std::string group = root.empty() ? ReadFile("/etc/group").value_or("")
+                                   : ReadRootFile(root, "etc/group");
   std::string setup = kSetupDir;
   b.WriteFile(setup + "/passwd",
               FilterIdFile(passwd, 1000,

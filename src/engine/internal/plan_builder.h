@@ -17,6 +17,7 @@ namespace airlock::engine::internal {
 
 struct PlanInputs {
   const spec::SandboxSpec* spec = nullptr;
+  std::string rootfs;     // spec.rootfs, or the image's unpacked root; empty: the host's
   std::string run_dir;    // host directory of the sandbox; holds the root's mount point
   std::string spec_json;  // the effective spec, written to /sandbox/control/spec.json
   std::string tools_dir;  // host directory bound at /sandbox/tools
