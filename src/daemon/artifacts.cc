@@ -25,7 +25,8 @@ constexpr const char* kDiffPath = "/sandbox/artifacts/workspace.diff";
 bool IsHexCommit(const std::string& s) {
   if (s.size() < 40 || s.size() > 64) return false;
   for (char c : s) {
-    if (!std::isxdigit(static_cast<unsigned char>(c)) || std::isupper(static_cast<unsigned char>(c)))
+    if (!std::isxdigit(static_cast<unsigned char>(c)) ||
+        std::isupper(static_cast<unsigned char>(c)))
       return false;
   }
   return true;
@@ -117,9 +118,8 @@ absl::StatusOr<std::pair<store::ArtifactRecord, std::string>> SandboxManager::Re
     return NotFound(fmt::format("no artifact {} in sandbox {}", artifact.value(), id.value()));
   }
   if (a->status != store::ArtifactStatus::kReleased) {
-    return FailedPrecondition(
-        fmt::format("artifact {} is quarantined ({}); it is never released", artifact.value(),
-                    a->reason));
+    return FailedPrecondition(fmt::format("artifact {} is quarantined ({}); it is never released",
+                                          artifact.value(), a->reason));
   }
   ASSIGN_OR_RETURN(std::string content, blobs_->Get(a->blob_key, UINT64_MAX));
   return std::make_pair(*std::move(a), std::move(content));
@@ -129,8 +129,8 @@ absl::StatusOr<json> SandboxManager::WorkspaceDiff(const Caller& caller, const S
   ASSIGN_OR_RETURN(store::SandboxRecord record, OwnedRunning(caller, id));
   absl::StatusOr<std::string> meta = airlock::ReadFile(StateDir(id) + "/workspace.json", 1 << 16);
   if (!meta.ok()) {
-    return FailedPrecondition(fmt::format(
-        "sandbox {} has no git workspace (create it with workspace.git)", id.value()));
+    return FailedPrecondition(
+        fmt::format("sandbox {} has no git workspace (create it with workspace.git)", id.value()));
   }
   json ws = json::parse(*meta, nullptr, false);
   std::string base = ws.is_object() ? ws.value("base_commit", "") : "";
@@ -152,8 +152,7 @@ absl::StatusOr<json> SandboxManager::WorkspaceDiff(const Caller& caller, const S
   json r = done.result.value_or(json::object());
   if (r.value("exit_code", -1) != 0) {
     return FailedPrecondition(fmt::format("git diff in the sandbox failed (exit {}): {}",
-                                          r.value("exit_code", -1),
-                                          r.value("stderr_preview", "")));
+                                          r.value("exit_code", -1), r.value("stderr_preview", "")));
   }
   CollectRequest c;
   c.paths = {kDiffPath};

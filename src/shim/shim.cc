@@ -173,8 +173,8 @@ class Shim::Impl {
     engine::CgroupOptions cg;
     cg.base = options_.cgroup_base;
     ASSIGN_OR_RETURN(cgroups_, engine::CgroupDriver::Detect(cg), "cgroups");
-    ASSIGN_OR_RETURN(cmdpolicy::Policy policy, cmdpolicy::Policy::Create(options_.spec.command_policy),
-                     "commandPolicy");
+    ASSIGN_OR_RETURN(cmdpolicy::Policy policy,
+                     cmdpolicy::Policy::Create(options_.spec.command_policy), "commandPolicy");
     policy_.emplace(std::move(policy));
     if (options_.spec.network.profile != spec::NetworkProfile::kNone) {
       netproxy::EgressProxy::Options po;
@@ -534,8 +534,8 @@ class Shim::Impl {
     }
     std::string staging = req.value("staging_dir", "");
     if (staging.empty() || staging[0] != '/') return InvalidArgument("staging_dir: required");
-    ASSIGN_OR_RETURN(CollectOutcome out, CollectArtifacts(*sandbox_, options_.spec.artifacts,
-                                                          paths, secrets, staging));
+    ASSIGN_OR_RETURN(CollectOutcome out,
+                     CollectArtifacts(*sandbox_, options_.spec.artifacts, paths, secrets, staging));
     return json{{"collection", artifact::ToJson(out.collection)},
                 {"summary", artifact::Summary(out.collection)},
                 {"staged", out.staged}};

@@ -175,8 +175,9 @@ TEST_F(ShimTest, CollectStagesReleasedFilesAndBlocksOnASecret) {
   // The key is written in two pieces so this file holds no key itself.
   r = Call({{"op", "exec"},
             {"command",
-             {{"argv", {"sh", "-c", "echo \"aws=AKIA$0\" > /sandbox/artifacts/leak.txt",
-                        "IOSFODNN7EXAMPLE"}}}}})["result"];
+             {{"argv",
+               {"sh", "-c", "echo \"aws=AKIA$0\" > /sandbox/artifacts/leak.txt",
+                "IOSFODNN7EXAMPLE"}}}}})["result"];
   ASSERT_EQ(r.value("exit_code", -1), 0) << r.dump();
   std::string staging2 = dir_ + "/staging2";
   ASSERT_TRUE(MakeDirs(staging2, 0700).ok());
