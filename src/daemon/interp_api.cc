@@ -4,6 +4,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "boost/asio/post.hpp"
 #include "common/logging.h"
 #include "common/status.h"
@@ -34,6 +36,10 @@ constexpr char kStateDeleted[] = "deleted";
 
 // A paused guest's snapshot is at most its linear memory (bounded by the memory limit below).
 constexpr uint64_t kMaxBlobBytes = uint64_t{4} << 30;
+
+// How long past its wall time a run may take to store its outcome before its record counts as
+// abandoned by a daemon that died.
+constexpr absl::Duration kAbandonedAfter = absl::Seconds(10);
 
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
@@ -323,6 +329,14 @@ absl::StatusOr<InterpApi::Loaded> InterpApi::Load(const Caller& caller, const In
   ASSIGN_OR_RETURN(l.settings, Settings::FromJson(settings));
   l.settings.id = id;
   l.payload = blob.substr(nl + 1);
+  // A run ends within its wall time; a record still "running" well after that was left by a
+  // daemon that died mid-run. Its blob is still the state before that run, so the session goes
+  // on from there (what the lost run did through tools may be done again).
+  if (l.record.state == kStateRunning &&
+      l.record.updated_at + absl::FromChrono(l.settings.limits.wall_time) + kAbandonedAfter <
+          absl::Now()) {
+    l.record.state = l.payload.empty() ? kStateNew : kStatePaused;
+  }
   return l;
 }
 
@@ -574,7 +588,7 @@ absl::StatusOr<json> InterpApi::Console(const Caller& caller, const InterpSessio
 }
 
 absl::StatusOr<json> InterpApi::Delete(const Caller& caller, const InterpSessionId& id) {
-  ASSIGN_OR_RETURN(Loaded l, Load(caller, id, /*with_blob=*/false));
+  ASSIGN_OR_RETURN(Loaded l, Load(caller, id, /*with_blob=*/true));
   if (l.record.state == kStateRunning) {
     return FailedPrecondition(fmt::format(
         "interpreter session {} is running; delete it when its request ends", id.value()));

@@ -300,6 +300,62 @@ TEST_F(InterpApiTest, DurablePauseSurvivesKillNineAndRestart) {
   EXPECT_EQ(after.body["journal"][0]["result"], json({{"approved", true}, {"who", "ana"}}));
 }
 
+TEST_F(InterpApiTest, ARunCutByKillNineIsTakenUpAgainFromItsLastState) {
+  std::string id = NewSession({{"limits", {{"wall_time_ms", 1000}, {"exec_time_ms", 1000}}}});
+  const std::string base = "/v1/interpreters/" + id;
+  std::thread eval([&] { Post(base + "/eval", {{"script", "for (;;) {}"}}, key_a_); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  StopDaemon(SIGKILL);  // mid-run: the record says "running"
+  eval.join();
+  StartDaemon();
+  EXPECT_EQ(Call(Verb::get, base, "", key_a_).body["state"], "running");
+  Reply busy = Post(base + "/eval", {{"script", "return 7"}}, key_a_);
+  EXPECT_EQ(busy.status, 409);
+  EXPECT_THAT(busy.body.value("message", ""), HasSubstr("is running"));
+  // Past its wall time (and the margin), the run counts as abandoned: the session is new again.
+  std::string state = "running";
+  for (int i = 0; i < 100 && state == "running"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    state = Call(Verb::get, base, "", key_a_).body.value("state", "");
+  }
+  EXPECT_EQ(state, "new");
+  Reply run = Post(base + "/eval", {{"script", "return 7"}}, key_a_);
+  ASSERT_EQ(run.status, 200) << run.body.dump();
+  EXPECT_EQ(run.body["result"], 7);
+}
+
+TEST_F(InterpApiTest, OfConcurrentResumesOfOneCallExactlyOneRuns) {
+  std::string id = NewSession({{"tools", {"human_approval"}}});
+  const std::string base = "/v1/interpreters/" + id;
+  Reply run =
+      Post(base + "/eval",
+           {{"script", "const a = await tools.call('human_approval', {}); return a.n;"}}, key_a_);
+  ASSERT_EQ(run.body["outcome"], "paused") << run.body.dump();
+  Reply replies[4];
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] {
+      replies[i] = Post(base + "/resume", {{"call_id", "call-1"}, {"result", {{"n", i}}}}, key_a_);
+    });
+  }
+  for (auto& t : threads) t.join();
+  int won = -1, refused = 0;
+  for (int i = 0; i < 4; ++i) {
+    if (replies[i].status == 200) {
+      EXPECT_EQ(won, -1) << "two resumes ran";
+      won = i;
+      EXPECT_EQ(replies[i].body["result"], i);
+    } else {
+      EXPECT_EQ(replies[i].status, 409) << replies[i].body.dump();
+      ++refused;
+    }
+  }
+  ASSERT_NE(won, -1);
+  EXPECT_EQ(refused, 3);
+  Reply got = Call(Verb::get, base, "", key_a_);
+  EXPECT_EQ(got.body["result"]["result"], won);
+}
+
 TEST_F(InterpApiTest, ResumeWithAnErrorRejectsTheScriptsPromise) {
   std::string id = NewSession({{"tools", {"human_approval"}}});
   const std::string base = "/v1/interpreters/" + id;
