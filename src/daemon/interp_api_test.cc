@@ -410,5 +410,53 @@ TEST_F(InterpApiTest, SandboxExecRunsACommandInTheCallersSandbox) {
   EXPECT_THAT(args.body["result"].get<std::string>(), HasSubstr("argv"));
 }
 
+TEST_F(InterpApiTest, SandboxExecIntoANetworkedSandboxNeedsChangesStateAndThenApproval) {
+  Reply sb =
+      Post("/v1/sandboxes", {{"spec", {{"network", {{"profile", "dependency-egress"}}}}}}, key_a_);
+  ASSERT_EQ(sb.status, 201) << sb.body.dump();
+  const std::string sandbox = sb.body["id"];
+  sandboxes_.push_back(sandbox);
+  const std::string call =
+      "await tools.call('sandbox.exec', {sandbox_id: '" + sandbox + "', argv: ['echo', 'out']})";
+
+  // Undeclared: the command could communicate externally, so the call is refused.
+  std::string quiet = NewSession({{"tools", {"sandbox.exec"}}});
+  Reply refused = Post(
+      "/v1/interpreters/" + quiet + "/eval",
+      {{"script", "try { " + call + "; return 'ran'; } catch (e) { return e.message; }"}}, key_a_);
+  ASSERT_EQ(refused.status, 200) << refused.body.dump();
+  EXPECT_THAT(refused.body["result"].get<std::string>(),
+              HasSubstr("network profile \"dependency-egress\""));
+  EXPECT_THAT(refused.body["result"].get<std::string>(),
+              HasSubstr("did not declare changes-state"));
+
+  // All three capabilities with human_approval: the exec waits for an approval, then runs.
+  std::string gated = NewSession({{"tools", {"sandbox.exec", "human_approval"}},
+                                  {"declared", {"reads-sensitive-data", "changes-state"}}});
+  const std::string base = "/v1/interpreters/" + gated;
+  Reply run = Post(base + "/eval",
+                   {{"script",
+                     "let first;\n"
+                     "try { " +
+                         call +
+                         "; first = 'ran'; } catch (e) { first = e.message; }\n"
+                         "const ok = await tools.call('human_approval', {action: 'echo'});\n"
+                         "const r = " +
+                         call +
+                         ";\n"
+                         "return {first, exit: r.exit_code, out: r.stdout_preview};"}},
+                   key_a_);
+  ASSERT_EQ(run.status, 200) << run.body.dump();
+  ASSERT_EQ(run.body["outcome"], "paused") << run.body.dump();
+  Reply done = Post(
+      base + "/resume",
+      {{"call_id", run.body["pending"][0]["call_id"]}, {"result", {{"approved", true}}}}, key_a_);
+  ASSERT_EQ(done.status, 200) << done.body.dump();
+  ASSERT_EQ(done.body["outcome"], "completed") << done.body.dump();
+  EXPECT_THAT(done.body["result"]["first"].get<std::string>(), HasSubstr("human_approval"));
+  EXPECT_EQ(done.body["result"]["exit"], 0);
+  EXPECT_THAT(done.body["result"]["out"].get<std::string>(), HasSubstr("out"));
+}
+
 }  // namespace
 }  // namespace airlock::daemon
