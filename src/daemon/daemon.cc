@@ -468,8 +468,9 @@ class Daemon::Impl {
     });
     AddArtifactRoutes(r);
     interp_api_ = std::make_unique<InterpApi>(
-        InterpApiOptions{.data_dir = options_.manager.data_dir}, store_.get(), blobs_.get(),
-        manager_.get(), pool_.get_executor());
+        InterpApiOptions{.data_dir = options_.manager.data_dir,
+                         .max_running = std::max(1, options_.worker_threads / 4)},
+        store_.get(), blobs_.get(), manager_.get(), pool_.get_executor());
     interp_api_->AddRoutes(r);
     return r;
   }

@@ -372,6 +372,31 @@ void InterpApi::Keep(const InterpSessionId& id, int64_t version,
   cache_[id] = Cached{version, std::move(session)};
 }
 
+class InterpApi::RunSlot {
+ public:
+  explicit RunSlot(InterpApi* api) : api_(api) {}
+  RunSlot(RunSlot&& other) noexcept : api_(std::exchange(other.api_, nullptr)) {}
+  RunSlot& operator=(RunSlot&&) = delete;
+  ~RunSlot() {
+    if (api_ == nullptr) return;
+    std::lock_guard lock(api_->mu_);
+    --api_->running_;
+  }
+
+ private:
+  InterpApi* api_;
+};
+
+absl::StatusOr<InterpApi::RunSlot> InterpApi::StartRun() {
+  std::lock_guard lock(mu_);
+  if (running_ >= options_.max_running) {
+    return ResourceExhausted(fmt::format(
+        "{} interpreter scripts are running on this node, the limit; retry later", running_));
+  }
+  ++running_;
+  return RunSlot(this);
+}
+
 absl::StatusOr<store::InterpSession> InterpApi::Claim(const store::InterpSession& record) {
   store::InterpSession running = record;
   running.state = kStateRunning;
@@ -489,6 +514,7 @@ absl::StatusOr<json> InterpApi::Eval(const Caller& caller, const InterpSessionId
   RequestReader rd(body);
   std::string script = rd.String("script", {.required = true, .max_length = 1 << 20}).value_or("");
   RETURN_IF_ERROR(rd.Finish());
+  ASSIGN_OR_RETURN(RunSlot slot, StartRun());
   ASSIGN_OR_RETURN(Loaded l, Load(caller, id, /*with_blob=*/true));
   if (l.record.state != kStateNew) {
     return FailedPrecondition(fmt::format(
@@ -524,6 +550,7 @@ absl::StatusOr<json> InterpApi::Resume(const Caller& caller, const InterpSession
     rd.Error("result", "give exactly one of result (any JSON value) and error (a message)");
   }
   RETURN_IF_ERROR(rd.Finish());
+  ASSIGN_OR_RETURN(RunSlot slot, StartRun());
   ASSIGN_OR_RETURN(Loaded l, Load(caller, id, /*with_blob=*/true));
   if (l.record.state != kStatePaused) {
     return FailedPrecondition(

@@ -64,6 +64,10 @@ std::shared_ptr<interp::Tool> MakeSandboxExecTool(SandboxManager* manager, Calle
 struct InterpApiOptions {
   std::string data_dir;              // holds interp.key
   size_t max_cached_sessions = 256;  // paused sessions kept in memory; the rest are restored
+  // Evals and resumes running at once; more are refused (ResourceExhausted, 429). Each holds a
+  // thread of the daemon's pool while its script runs, and its sandbox.exec calls need others:
+  // keep it well below the pool's size.
+  int max_running = 16;
 };
 
 class InterpApi {
@@ -102,6 +106,9 @@ class InterpApi {
   // Moves the record to "running" (compare-and-set): FailedPrecondition when another request
   // got there first.
   absl::StatusOr<store::InterpSession> Claim(const store::InterpSession& record);
+  // Counts a run against max_running while it lives; ResourceExhausted past it.
+  class RunSlot;
+  absl::StatusOr<RunSlot> StartRun();
   // Stores what a run left (snapshot or result) and moves the record out of "running".
   absl::StatusOr<nlohmann::json> Commit(const store::InterpSession& claimed,
                                         const store::InterpSession& before,
@@ -125,6 +132,7 @@ class InterpApi {
     std::unique_ptr<interp::Session> session;
   };
   std::map<InterpSessionId, Cached> cache_;
+  int running_ = 0;  // guarded by mu_
 };
 
 }  // namespace airlock::daemon

@@ -6,8 +6,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -25,6 +27,7 @@ namespace {
 
 using nlohmann::json;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using Verb = boost::beast::http::verb;
 
 struct Reply {
@@ -49,7 +52,13 @@ class InterpApiTest : public ::testing::Test {
   void TearDown() override {
     for (const std::string& sb : sandboxes_) Call(Verb::delete_, "/v1/sandboxes/" + sb, "", key_a_);
     StopDaemon(SIGTERM);
-    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+    if (dir_.empty()) return;
+    std::string log = ReadLog();
+    EXPECT_THAT(log, Not(HasSubstr("AddressSanitizer"))) << log;
+    EXPECT_THAT(log, Not(HasSubstr("runtime error:"))) << log;
+    EXPECT_THAT(log, Not(HasSubstr("LeakSanitizer"))) << log;
+    RemoveNodeCgroups();
+    std::filesystem::remove_all(dir_);
   }
 
   std::string CreateKey(const std::string& name) {
@@ -66,20 +75,27 @@ class InterpApiTest : public ::testing::Test {
   }
 
   void StartDaemon() {
+    // One log for every daemon of the test (checked for sanitizer reports at the end); this
+    // daemon's port is in what it appends.
     std::string log = dir_ + "/airlockd.log";
-    std::filesystem::remove(log);
+    size_t start = ReadLog().size();
     pid_ = ::fork();
     ASSERT_GE(pid_, 0);
     if (pid_ == 0) {
-      std::freopen(log.c_str(), "w", stderr);
+      std::freopen(log.c_str(), "a", stderr);
       std::freopen("/dev/null", "w", stdout);
-      ::execl(AIRLOCKD_BIN, AIRLOCKD_BIN, "--data-dir", dir_.c_str(), "--listen", "127.0.0.1:0",
-              "--reap-interval", "3600", static_cast<char*>(nullptr));
+      std::vector<std::string> args = {AIRLOCKD_BIN,  "--data-dir",      dir_,  "--listen",
+                                       "127.0.0.1:0", "--reap-interval", "3600"};
+      args.insert(args.end(), daemon_args_.begin(), daemon_args_.end());
+      std::vector<char*> argv;
+      for (std::string& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(AIRLOCKD_BIN, argv.data());
       ::_exit(127);
     }
     // airlockd names its port on stderr once it serves.
     for (int i = 0; i < 300 && port_ == 0; ++i) {
-      std::ifstream in(log);
+      std::istringstream in(ReadLog().substr(start));
       std::string line;
       while (std::getline(in, line)) {
         auto at = line.find("listening on port ");
@@ -97,6 +113,27 @@ class InterpApiTest : public ::testing::Test {
     ::waitpid(pid_, &status, 0);
     pid_ = 0;
     port_ = 0;
+  }
+
+  // airlockd keeps its cgroup base (airlock/<node>) when it stops, for its next start; this
+  // test's data directory, and so its node, ends here. Every sandbox cgroup under it must be
+  // gone already (rmdir fails on a non-empty cgroup).
+  void RemoveNodeCgroups() {
+    std::ifstream in(dir_ + "/node-id");
+    std::string node;
+    std::getline(in, node);
+    if (node.rfind("node-", 0) != 0) return;
+    std::error_code ec;
+    std::vector<std::string> roots = {"/sys/fs/cgroup"};
+    for (const auto& e : std::filesystem::directory_iterator("/sys/fs/cgroup", ec)) {
+      if (e.is_directory()) roots.push_back(e.path().string());
+    }
+    for (const std::string& root : roots) {
+      std::string dir = root + "/airlock/" + node;
+      if (::rmdir(dir.c_str()) != 0) {
+        EXPECT_EQ(errno, ENOENT) << dir << ": " << strerror(errno);
+      }
+    }
   }
 
   std::string ReadLog() const {
@@ -137,6 +174,7 @@ class InterpApiTest : public ::testing::Test {
   pid_t pid_ = 0;
   int port_ = 0;
   std::vector<std::string> sandboxes_;
+  std::vector<std::string> daemon_args_;  // more airlockd flags for the next StartDaemon
 };
 
 TEST_F(InterpApiTest, CreateEvalConsoleGetDelete) {
@@ -354,6 +392,26 @@ TEST_F(InterpApiTest, OfConcurrentResumesOfOneCallExactlyOneRuns) {
   EXPECT_EQ(refused, 3);
   Reply got = Call(Verb::get, base, "", key_a_);
   EXPECT_EQ(got.body["result"]["result"], won);
+}
+
+TEST_F(InterpApiTest, RunsBeyondTheNodesLimitAreRefusedNotQueued) {
+  StopDaemon(SIGTERM);
+  daemon_args_ = {"--workers", "4"};  // a quarter of the pool may run scripts: one
+  StartDaemon();
+  std::string busy = NewSession({{"limits", {{"exec_time_ms", 1500}}}});
+  std::string other = NewSession(json::object());
+  std::thread eval([&] {
+    Post("/v1/interpreters/" + busy + "/eval", {{"script", "for (;;) {}"}}, key_a_);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  Reply refused = Post("/v1/interpreters/" + other + "/eval", {{"script", "return 1"}}, key_a_);
+  eval.join();
+  EXPECT_EQ(refused.status, 429) << refused.body.dump();
+  EXPECT_THAT(refused.body.value("message", ""), HasSubstr("the limit; retry later"));
+  // The refused session was not touched: it runs once the node has room.
+  Reply run = Post("/v1/interpreters/" + other + "/eval", {{"script", "return 1"}}, key_a_);
+  EXPECT_EQ(run.status, 200) << run.body.dump();
+  EXPECT_EQ(run.body["result"], 1);
 }
 
 TEST_F(InterpApiTest, ResumeWithAnErrorRejectsTheScriptsPromise) {
