@@ -16,6 +16,7 @@
 #include "common/files.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "daemon/interp_api.h"
 #include "daemon/request_reader.h"
 #include "engine/native_sandbox.h"
 #include "fmt/format.h"
@@ -466,6 +467,11 @@ class Daemon::Impl {
       });
     });
     AddArtifactRoutes(r);
+    interp_api_ = std::make_unique<InterpApi>(
+        InterpApiOptions{.data_dir = options_.manager.data_dir,
+                         .max_running = std::max(1, options_.worker_threads / 4)},
+        store_.get(), blobs_.get(), manager_.get(), pool_.get_executor());
+    interp_api_->AddRoutes(r);
     return r;
   }
 
@@ -812,6 +818,7 @@ class Daemon::Impl {
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;
   bool stopping_ = false;
+  std::unique_ptr<InterpApi> interp_api_;  // after the pool: destroyed first, once it is joined
 };
 
 Daemon::Daemon(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
