@@ -115,7 +115,7 @@ std::string TestDaemon::node_id() const {
   return id;
 }
 
-std::string TestDaemon::log() const { return ReadText(log_path_); }
+std::string TestDaemon::log() const { return ReadText(log_path_) + ReadText(log_path_ + ".run"); }
 
 absl::Status TestDaemon::Launch() {
   // A fresh log per run: the port line we wait for must be this run's.
@@ -127,6 +127,7 @@ absl::Status TestDaemon::Launch() {
   // Appends the previous run's log, so log() shows every run.
   if (Exists(run_log)) {
     std::ofstream(log_path_, std::ios::app) << ReadText(run_log);
+    ::unlink(run_log.c_str());
   }
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
@@ -322,7 +323,14 @@ void TestDaemon::Cleanup() {
         api.Delete("/v1/sandboxes/" + s.value("id", ""));
       }
     }
-    (void)Stop();
+    // A daemon that does not stop cleanly (a sanitizer report, a crash) is shown to the test's
+    // output: a destructor cannot fail the test.
+    if (absl::Status stopped = Stop(); !stopped.ok()) {
+      std::string text = log();
+      std::fprintf(stderr, "TestDaemon: %s; the end of its log:\n%s\n",
+                   std::string(Message(stopped)).c_str(),
+                   text.substr(text.size() > 8000 ? text.size() - 8000 : 0).c_str());
+    }
   }
   // Whatever still names the data directory (a shim the daemon lost) is killed.
   for (int round = 0; round < 3; ++round) {
