@@ -221,6 +221,18 @@ int TestDaemon::OpenFds() const {
   return static_cast<int>(ListDir(fmt::format("/proc/{}/fd", pid_)).size());
 }
 
+int TestDaemon::OpenNonFileFds() const {
+  if (pid_ <= 0) return -1;
+  int n = 0;
+  std::string dir = fmt::format("/proc/{}/fd", pid_);
+  for (const std::string& fd : ListDir(dir)) {
+    char target[256];
+    ssize_t len = ::readlink((dir + "/" + fd).c_str(), target, sizeof target - 1);
+    if (len > 0 && target[0] != '/') ++n;  // "socket:[..]", "pipe:[..]", "anon_inode:[..]"
+  }
+  return n;
+}
+
 std::vector<std::string> TestDaemon::ProcessesOfDataDir() const {
   std::vector<std::string> out;
   for (const std::string& p : ListDir("/proc")) {

@@ -60,8 +60,11 @@ class TestDaemon {
   std::string node_id() const;  // DIR/node-id
   std::string log() const;      // the daemon's stderr so far
 
-  // Open file descriptors of the daemon process (from /proc/PID/fd).
+  // Open file descriptors of the daemon process (from /proc/PID/fd), and of them those that are
+  // not files: sockets, pipes, eventfds and the like (what a lost connection or stream leaks;
+  // the store's connection pool opens database files as load grows, which is not a leak).
   int OpenFds() const;
+  int OpenNonFileFds() const;
   // Processes other than the daemon whose command line or environment names the data
   // directory (shims, sandboxes' init), as "pid cmdline" lines.
   std::vector<std::string> ProcessesOfDataDir() const;
