@@ -209,6 +209,19 @@ TEST_F(ServerTest, AuthenticationRunsBeforeProtectedRoutesOnly) {
   EXPECT_EQ((*wrong)->Send(verb::get, "/v1/whoami")->status, 401);
 }
 
+// Answers with a chunked stream of what `q` yields, until it closes or the client leaves.
+asio::awaitable<void> Pump(Exchange& ex, std::shared_ptr<StreamQueue<std::string>> q,
+                           std::string_view content_type) {
+  co_await ex.BeginStream(200, content_type);
+  while (auto item = co_await q->Pop()) {
+    if (!co_await ex.Write(*item)) {
+      q->Abandon();
+      break;
+    }
+  }
+  co_await ex.EndStream();
+}
+
 TEST_F(ServerTest, StreamsFromAThreadThroughTheQueue) {
   boost::asio::thread_pool pool(2);
   Router r;
@@ -220,14 +233,7 @@ TEST_F(ServerTest, StreamsFromAThreadThroughTheQueue) {
       }
       q->Close();
     });
-    co_await ex.BeginStream(200, "text/event-stream");
-    while (auto item = co_await q->Pop()) {
-      if (!co_await ex.Write(*item)) {
-        q->Abandon();
-        break;
-      }
-    }
-    co_await ex.EndStream();
+    co_await Pump(ex, q, "text/event-stream");
   });
   Start(std::move(r));
   std::string got;
@@ -263,14 +269,7 @@ TEST_F(ServerTest, StreamingClientSeesEachChunkAsItArrives) {
       q->Push(in_time ? "second\n" : "late\n");
       q->Close();
     });
-    co_await ex.BeginStream(200, "text/plain");
-    while (auto item = co_await q->Pop()) {
-      if (!co_await ex.Write(*item)) {
-        q->Abandon();
-        break;
-      }
-    }
-    co_await ex.EndStream();
+    co_await Pump(ex, q, "text/plain");
   });
   Start(std::move(r));
   std::string got;
