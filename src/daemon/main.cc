@@ -85,6 +85,9 @@ int Main(int argc, char** argv) {
   app.add_option("--max-sandboxes", max_sandboxes, "Live sandboxes this node accepts (1000)");
   app.add_option("--reap-interval", reap, "Seconds between reaper rounds (10)");
   app.add_option("--workers", o.worker_threads, "Threads for blocking work (64)");
+  app.add_option("--max-file-bytes", o.manager.max_file_bytes,
+                 "Largest file upload or download in bytes (1 GiB)")
+      ->check(CLI::PositiveNumber);
 
   CLI::App* admin = app.add_subcommand("admin", "Administration");
   CLI::App* create_key = admin->add_subcommand("create-key", "Create an API key and print it");
@@ -102,7 +105,8 @@ int Main(int argc, char** argv) {
     return 2;
   }
   if (default_ttl < 1 || max_ttl < default_ttl || reap < 1) {
-    std::fprintf(stderr, "airlockd: need 1 <= --default-ttl <= --max-ttl and --reap-interval >= 1\n");
+    std::fprintf(stderr,
+                 "airlockd: need 1 <= --default-ttl <= --max-ttl and --reap-interval >= 1\n");
     return 2;
   }
   o.manager.default_ttl = absl::Seconds(default_ttl);

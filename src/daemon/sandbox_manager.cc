@@ -519,10 +519,23 @@ absl::StatusOr<store::CommandRecord> SandboxManager::RunCommand(
     return Internal(fmt::format("exec: {}", r->value("error", "the shim returned no result")));
   }
   ASSIGN_OR_RETURN(store::CommandRecord done,
-                   store_->FinishCommand(cmd.id, store::CommandState::kFinished, result));
+                   RecordEnd(cmd.id, store::CommandState::kFinished, result));
   if (exec_latency_ != nullptr) {
     exec_latency_->Observe(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return done;
+}
+
+absl::StatusOr<store::CommandRecord> SandboxManager::RecordEnd(const CommandId& command,
+                                                               store::CommandState state,
+                                                               const json& result) {
+  absl::StatusOr<store::CommandRecord> done = store_->FinishCommand(command, state, result);
+  // Several parties learn that a command ended (its exec stream, a poll, an attach, the
+  // reaper); the first records it and the others read what it recorded.
+  if (done.status().code() == absl::StatusCode::kFailedPrecondition) {
+    absl::StatusOr<store::CommandRecord> now = store_->GetCommand(command);
+    if (now.ok() && now->state != store::CommandState::kRunning) return now;
   }
   return done;
 }
@@ -557,11 +570,10 @@ absl::StatusOr<store::CommandRecord> SandboxManager::GetCommand(const Caller& ca
   absl::StatusOr<json> state =
       ClientFor(record).Call({{"op", "command"}, {"command_id", command.value()}}, milliseconds(10000));
   if (state.ok() && state->value("state", "") == "finished" && state->contains("result")) {
-    return store_->FinishCommand(command, store::CommandState::kFinished, (*state)["result"]);
+    return RecordEnd(command, store::CommandState::kFinished, (*state)["result"]);
   }
   if (state.ok() && state->value("state", "") == "failed") {
-    return store_->FinishCommand(command, store::CommandState::kKilled,
-                                 {{"error", state->value("error", "")}});
+    return RecordEnd(command, store::CommandState::kKilled, {{"error", state->value("error", "")}});
   }
   return c;
 }
@@ -599,7 +611,7 @@ absl::StatusOr<store::CommandRecord> SandboxManager::Attach(const Caller& caller
   }
   NoteActivity(id);
   if (r.ok() && r->contains("result")) {
-    return store_->FinishCommand(command, store::CommandState::kFinished, (*r)["result"]);
+    return RecordEnd(command, store::CommandState::kFinished, (*r)["result"]);
   }
   RETURN_IF_ERROR(r.status(), "attach");
   return GetCommand(caller, id, command);

@@ -221,6 +221,10 @@ class SandboxManager {
   absl::Status RemoveLeftovers(const store::SandboxRecord& record);
   absl::StatusOr<store::SandboxRecord> Teardown(const store::SandboxRecord& record,
                                                 std::string actor, std::string reason);
+  // Records that a command ended; when another caller recorded it first, returns that record.
+  absl::StatusOr<store::CommandRecord> RecordEnd(const CommandId& command,
+                                                 store::CommandState state,
+                                                 const nlohmann::json& result);
   void Adopt(const store::SandboxRecord& record, bool after_restart);
   void ExpireIdle();
   void RemoveOrphans();

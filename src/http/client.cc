@@ -181,7 +181,9 @@ absl::StatusOr<ClientResponse> Client::SendStreaming(
     parser.get().body().data = chunk.data();
     parser.get().body().size = chunk.size();
     im.stream.expires_after(options_.timeout);
-    bhttp::read(im.stream, im.buffer, parser, ec);
+    // read_some: read would wait until the 64 KiB chunk is full, so a live stream (an exec's
+    // output) would reach the caller only at its end.
+    bhttp::read_some(im.stream, im.buffer, parser, ec);
     if (ec == bhttp::error::need_buffer) ec = {};
     if (ec) return im.Fail(ec, "read from");
     size_t n = chunk.size() - parser.get().body().size;

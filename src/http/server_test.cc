@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <future>
 #include <thread>
 
 #include "boost/asio/detached.hpp"
@@ -208,6 +209,19 @@ TEST_F(ServerTest, AuthenticationRunsBeforeProtectedRoutesOnly) {
   EXPECT_EQ((*wrong)->Send(verb::get, "/v1/whoami")->status, 401);
 }
 
+// Answers with a chunked stream of what `q` yields, until it closes or the client leaves.
+asio::awaitable<void> Pump(Exchange& ex, std::shared_ptr<StreamQueue<std::string>> q,
+                           std::string_view content_type) {
+  co_await ex.BeginStream(200, content_type);
+  while (auto item = co_await q->Pop()) {
+    if (!co_await ex.Write(*item)) {
+      q->Abandon();
+      break;
+    }
+  }
+  co_await ex.EndStream();
+}
+
 TEST_F(ServerTest, StreamsFromAThreadThroughTheQueue) {
   boost::asio::thread_pool pool(2);
   Router r;
@@ -219,14 +233,7 @@ TEST_F(ServerTest, StreamsFromAThreadThroughTheQueue) {
       }
       q->Close();
     });
-    co_await ex.BeginStream(200, "text/event-stream");
-    while (auto item = co_await q->Pop()) {
-      if (!co_await ex.Write(*item)) {
-        q->Abandon();
-        break;
-      }
-    }
-    co_await ex.EndStream();
+    co_await Pump(ex, q, "text/event-stream");
   });
   Start(std::move(r));
   std::string got;
@@ -245,6 +252,39 @@ TEST_F(ServerTest, StreamsFromAThreadThroughTheQueue) {
   });
   ASSERT_TRUE(again.ok());
   pool.join();  // the producer noticed the client left (Push returned false) and ended
+}
+
+// A streaming client hands each chunk over as it arrives, not when its buffer fills: the server
+// sends its second chunk only once the client has seen the first (or, after 5 s, a "late" one).
+TEST_F(ServerTest, StreamingClientSeesEachChunkAsItArrives) {
+  boost::asio::thread_pool pool(1);
+  std::promise<void> seen;
+  std::future<void> seen_future = seen.get_future();
+  Router r;
+  r.Add(verb::get, "/v1/live", [&](Exchange& ex) -> asio::awaitable<void> {
+    auto q = std::make_shared<StreamQueue<std::string>>(ex.executor(), 4);
+    boost::asio::post(pool, [q, &seen_future] {
+      q->Push("first\n");
+      bool in_time = seen_future.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+      q->Push(in_time ? "second\n" : "late\n");
+      q->Close();
+    });
+    co_await Pump(ex, q, "text/plain");
+  });
+  Start(std::move(r));
+  std::string got;
+  bool signalled = false;
+  auto s = client_->SendStreaming(verb::get, "/v1/live", {}, {}, [&](std::string_view d) {
+    got.append(d);
+    if (!signalled && got.find("first\n") != std::string::npos) {
+      signalled = true;
+      seen.set_value();
+    }
+    return true;
+  });
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(got, "first\nsecond\n");
+  pool.join();
 }
 
 TEST_F(ServerTest, StreamedRequestBodiesArriveInChunks) {
