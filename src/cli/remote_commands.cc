@@ -416,10 +416,22 @@ void AddSandboxCommands(CLI::App& app, int* exit_code) {
       }
       cid = cmds->back().command_id;
     }
-    absl::StatusOr<json> r = c->StreamCommand(*logs_id, cid, Printer());
+    bool output = false;
+    client::ExecEventHandler print = Printer();
+    absl::StatusOr<json> r = c->StreamCommand(*logs_id, cid, [&](const client::ExecEvent& e) {
+      output |=
+          e.kind == client::ExecEvent::Kind::kStdout || e.kind == client::ExecEvent::Kind::kStderr;
+      return print(e);
+    });
     if (!r.ok()) {
       *exit_code = Report(r.status(), fmt::format("logs of {} in {}", cid, *logs_id), c.get());
       return;
+    }
+    // A command that ended before the sandbox's buffer was read has only its result's previews.
+    if (!output && r->is_object()) {
+      std::string out = r->value("stdout_preview", ""), err = r->value("stderr_preview", "");
+      std::fwrite(out.data(), 1, out.size(), stdout);
+      std::fwrite(err.data(), 1, err.size(), stderr);
     }
     if (conn->json) PrintJson(*r);
   });
