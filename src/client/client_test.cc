@@ -291,6 +291,12 @@ TEST_F(ClientTest, ImportRefusesGarbageAndBadTags) {
   absl::StatusOr<std::vector<Image>> junk = client_->ImportImage(dir_ + "/junk.tar");
   ASSERT_FALSE(junk.ok());
   EXPECT_EQ(junk.status().code(), absl::StatusCode::kInvalidArgument) << junk.status();
+  ASSERT_TRUE(WriteFileAtomic(dir_ + "/empty.tar", "").ok());
+  absl::StatusOr<std::vector<Image>> empty = client_->ImportImage(dir_ + "/empty.tar");
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(ErrorOf(empty.status()).http_status, 422);
+  EXPECT_NE(empty.status().message().find("the body is empty"), std::string::npos)
+      << empty.status();
   std::string tarball = BusyboxImage("x");
   absl::StatusOr<std::vector<Image>> bad_tag = client_->ImportImage(tarball, {"Bad Tag!"});
   ASSERT_FALSE(bad_tag.ok());

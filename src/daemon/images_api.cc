@@ -106,6 +106,16 @@ asio::awaitable<void> Reply(Exchange& ex, int status, const absl::StatusOr<json>
   }
 }
 
+// An import's failure as the answer gives it: an archive over the store's limits is too large
+// (413), not a rate limit.
+absl::Status ImportError(const absl::Status& s) {
+  absl::Status out = Annotate(s, "import");
+  if (s.code() == absl::StatusCode::kResourceExhausted) {
+    out = http::WithReason(out, http::Reason::kPayloadTooLarge);
+  }
+  return out;
+}
+
 json ImagesJson(const std::vector<image::ImageInfo>& images) {
   json out = json::array();
   for (const auto& i : images) out.push_back(ImageJson(i));
@@ -221,9 +231,10 @@ asio::awaitable<void> ImagesApi::Import(Exchange& ex) {
 
   if (!progress) {
     absl::StatusOr<json> r = co_await http::RunBlocking(pool_, [&]() -> absl::StatusOr<json> {
-      ASSIGN_OR_RETURN(std::vector<image::ImageInfo> got,
-                       images_->Import(file->path, {.tags = tags}), "import");
-      return ImagesJson(got);
+      absl::StatusOr<std::vector<image::ImageInfo>> got =
+          images_->Import(file->path, {.tags = tags});
+      if (!got.ok()) return ImportError(got.status());
+      return ImagesJson(*got);
     });
     co_await Reply(ex, 201, r);
     co_return;
@@ -249,7 +260,7 @@ asio::awaitable<void> ImagesApi::Import(Exchange& ex) {
     if (got.ok()) {
       q->Push(Sse("result", ImagesJson(*got)));
     } else {
-      q->Push(Sse("error", http::ErrorBody(Annotate(got.status(), "import"), request_id)));
+      q->Push(Sse("error", http::ErrorBody(ImportError(got.status()), request_id)));
     }
     q->Close();
   });
