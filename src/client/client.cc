@@ -601,35 +601,44 @@ absl::StatusOr<std::vector<Image>> Client::ImportImage(
     if (progress) progress(p);
     return std::string(buf.data(), static_cast<size_t>(n));
   };
-  // The answer is a stream of progress events ending with the result (or an error).
-  ASSIGN_OR_RETURN(http::ClientResponse r,
-                   http_->Upload(bhttp::verb::post, target, next, "application/octet-stream",
-                                 {{"Accept", "text/event-stream"}}),
-                   fmt::format("import {}", local_path));
+  // The answer is a stream of progress events ending with the result (or an error), read as
+  // it comes so the server's stages are reported live. An error answer is JSON, kept whole.
+  internal::SseParser parser;
+  std::string raw;
+  std::optional<absl::StatusOr<std::vector<Image>>> outcome;
+  auto on_data = [&](std::string_view data) {
+    if (raw.size() < (1 << 16)) raw.append(data);
+    for (const internal::SseEvent& e : parser.Feed(data)) {
+      json j = json::parse(e.data, nullptr, false);
+      if (e.event == "progress" && j.is_object()) {
+        std::string stage = j.value("stage", "");
+        p.stage = stage == "reading_archive" ? ImportProgress::Stage::kReadingArchive
+                  : stage == "verifying"     ? ImportProgress::Stage::kVerifying
+                  : stage == "unpacking"     ? ImportProgress::Stage::kUnpacking
+                                             : ImportProgress::Stage::kDone;
+        p.layer = j.value("layer", 0);
+        p.layers = j.value("layers", 0);
+        p.bytes_read = j.value("bytes_read", int64_t{0});
+        p.bytes_written = j.value("bytes_written", int64_t{0});
+        if (progress) progress(p);
+      } else if (e.event == "result") {
+        outcome = ImagesFrom(j);
+      } else if (e.event == "error") {
+        outcome = ErrorFromBody(500, j, e.data);
+      }
+    }
+    return true;
+  };
+  ASSIGN_OR_RETURN(
+      http::ClientResponse r,
+      http_->UploadStreaming(bhttp::verb::post, target, next, "application/octet-stream", on_data,
+                             {{"Accept", "text/event-stream"}}),
+      fmt::format("import {}", local_path));
   if (r.status >= 300) {
     RETURN_IF_ERROR(Reconnect());
-    return ErrorFromResponse(r);
+    return ErrorFromBody(r.status, json::parse(raw, nullptr, false), raw);
   }
-  internal::SseParser parser;
-  for (const internal::SseEvent& e : parser.Feed(r.body)) {
-    json j = json::parse(e.data, nullptr, false);
-    if (e.event == "progress" && j.is_object()) {
-      std::string stage = j.value("stage", "");
-      p.stage = stage == "reading_archive" ? ImportProgress::Stage::kReadingArchive
-                : stage == "verifying"     ? ImportProgress::Stage::kVerifying
-                : stage == "unpacking"     ? ImportProgress::Stage::kUnpacking
-                                           : ImportProgress::Stage::kDone;
-      p.layer = j.value("layer", 0);
-      p.layers = j.value("layers", 0);
-      p.bytes_read = j.value("bytes_read", int64_t{0});
-      p.bytes_written = j.value("bytes_written", int64_t{0});
-      if (progress) progress(p);
-    } else if (e.event == "result") {
-      return ImagesFrom(j);
-    } else if (e.event == "error") {
-      return ErrorFromBody(500, j, e.data);
-    }
-  }
+  if (outcome) return *std::move(outcome);
   return absl::UnavailableError(
       fmt::format("import {}: the server's answer ended without a result", local_path));
 }

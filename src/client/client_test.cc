@@ -255,6 +255,8 @@ TEST_F(ClientTest, ImagesImportListRunAndRemove) {
   ASSERT_FALSE(stages.empty());
   EXPECT_EQ(stages.front(), ImportProgress::Stage::kUploading);
   EXPECT_EQ(stages.back(), ImportProgress::Stage::kDone);
+  EXPECT_NE(std::find(stages.begin(), stages.end(), ImportProgress::Stage::kUnpacking),
+            stages.end());
 
   auto listed = client_->ListImages();
   ASSERT_TRUE(listed.ok());

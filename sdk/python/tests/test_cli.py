@@ -122,6 +122,7 @@ class CliTest(unittest.TestCase):
             self.assertEqual(r.stdout, f"{digest} cli/busybox:1\n")
             self.assertIn("uploading", r.stderr)
             self.assertIn("(100%)", r.stderr)
+            self.assertIn("\nunpacking\n", r.stderr)
         listing = self.ok("image", "list")
         self.assertIn(digest[:19], listing)
         self.assertIn("cli/busybox:1", listing)
