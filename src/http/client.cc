@@ -156,21 +156,28 @@ void CopyHeaders(const Parser& parser, ClientResponse* out) {
   }
 }
 
+using BodySink = std::function<bool(std::string_view)>;
+
+// The response of a streaming call `call(sink)`, with its body collected.
+template <typename F>
+absl::StatusOr<ClientResponse> Collected(F call) {
+  std::string collected;
+  ASSIGN_OR_RETURN(ClientResponse r, call([&](std::string_view d) {
+                     collected.append(d);
+                     return true;
+                   }));
+  r.body = std::move(collected);
+  return r;
+}
+
 }  // namespace
 
 absl::StatusOr<ClientResponse> Client::Send(bhttp::verb method, std::string_view target,
                                             std::string body, std::string_view content_type,
                                             const Headers& headers) {
-  std::string collected;
-  ASSIGN_OR_RETURN(ClientResponse r, SendStreaming(
-                                         method, target, std::move(body), content_type,
-                                         [&](std::string_view d) {
-                                           collected.append(d);
-                                           return true;
-                                         },
-                                         headers));
-  r.body = std::move(collected);
-  return r;
+  return Collected([&](const BodySink& sink) {
+    return SendStreaming(method, target, std::move(body), content_type, sink, headers);
+  });
 }
 
 absl::StatusOr<ClientResponse> Client::SendStreaming(
@@ -206,16 +213,9 @@ absl::StatusOr<ClientResponse> Client::Upload(
     bhttp::verb method, std::string_view target,
     const std::function<absl::StatusOr<std::string>()>& next, std::string_view content_type,
     const Headers& headers) {
-  std::string collected;
-  ASSIGN_OR_RETURN(ClientResponse r, UploadStreaming(
-                                         method, target, next, content_type,
-                                         [&](std::string_view d) {
-                                           collected.append(d);
-                                           return true;
-                                         },
-                                         headers));
-  r.body = std::move(collected);
-  return r;
+  return Collected([&](const BodySink& sink) {
+    return UploadStreaming(method, target, next, content_type, sink, headers);
+  });
 }
 
 absl::StatusOr<ClientResponse> Client::UploadStreaming(
