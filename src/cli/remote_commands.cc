@@ -294,20 +294,23 @@ void AddSandboxCommands(CLI::App& app, int* exit_code) {
     }
     for (const auto& [k, v] : s->metadata) std::printf("metadata.%s: %s\n", k.c_str(), v.c_str());
   });
-  for (const char* verb : {"pause", "resume"}) {
-    CLI::App* cmd = sb->add_subcommand(
-        verb, std::string(verb == std::string("pause") ? "Freeze a sandbox (no CPU while paused)"
-                                                       : "Thaw a paused sandbox"));
+  struct StateChange {
+    const char* verb;
+    const char* help;
+    absl::StatusOr<client::Sandbox> (Client::*call)(std::string_view);
+  };
+  for (const StateChange& change :
+       {StateChange{"pause", "Freeze a sandbox (no CPU while paused)", &Client::Pause},
+        StateChange{"resume", "Thaw a paused sandbox", &Client::Resume}}) {
+    CLI::App* cmd = sb->add_subcommand(change.verb, change.help);
     auto id = std::make_shared<std::string>();
     cmd->add_option("id", *id, "Sandbox id")->required();
-    bool pause = std::string(verb) == "pause";
-    cmd->callback([conn, id, pause, exit_code] {
+    cmd->callback([conn, id, change, exit_code] {
       auto c = Connect(*conn, exit_code);
       if (!c) return;
-      absl::StatusOr<client::Sandbox> s = pause ? c->Pause(*id) : c->Resume(*id);
+      absl::StatusOr<client::Sandbox> s = ((*c).*change.call)(*id);
       if (!s.ok()) {
-        *exit_code =
-            Report(s.status(), fmt::format("{} {}", pause ? "pause" : "resume", *id), c.get());
+        *exit_code = Report(s.status(), fmt::format("{} {}", change.verb, *id), c.get());
         return;
       }
       PrintSandbox(*s, conn->json);

@@ -227,7 +227,10 @@ TEST_F(ClientTest, SandboxLifecycleCommandsAndFiles) {
   EXPECT_EQ(resumed->state, "Running");
   absl::StatusOr<Sandbox> longer = client_->ExtendTtl(sb->id, 1200);
   ASSERT_TRUE(longer.ok()) << longer.status();
-  EXPECT_EQ(longer->ttl_seconds, 1200);
+  // The TTL now counts from this call: the sandbox's age plus 1200 s.
+  EXPECT_GE(longer->ttl_seconds, 1200);
+  EXPECT_LT(longer->ttl_seconds, 1200 + 60);
+  EXPECT_GT(longer->expires_at, sb->expires_at);
   absl::StatusOr<json> events = client_->Events(sb->id);
   ASSERT_TRUE(events.ok());
   EXPECT_GT(events->size(), 5u);

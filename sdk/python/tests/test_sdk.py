@@ -107,7 +107,10 @@ class SdkTest(unittest.TestCase):
                 sb.exec(["true"])
             self.assertEqual(e.exception.status, 409)
             self.assertEqual(sb.resume().state, "Running")
-            self.assertEqual(sb.extend_ttl(1200).raw["ttl_seconds"], 1200)
+            before = sb.raw["expires_at"]
+            ttl = sb.extend_ttl(1200).raw["ttl_seconds"]  # from now: the age plus 1200 s
+            self.assertTrue(1200 <= ttl < 1260, ttl)
+            self.assertGreater(sb.raw["expires_at"], before)
         # Leaving the block destroyed it.
         self.assertEqual(self.client.get(sb.id).state, "Gone")
 
