@@ -73,6 +73,7 @@ class Daemon:
             self.proc.send_signal(signal.SIGTERM)
             self.proc.wait(30)
         self._log.close()
+        log = self.log()
         node = ""
         try:
             with open(os.path.join(self.dir, "node-id")) as f:
@@ -86,6 +87,10 @@ class Daemon:
                 except OSError:
                     pass
         shutil.rmtree(self.dir, ignore_errors=True)
+        # In the sanitizer build, a report from the daemon fails the test class.
+        for marker in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"):
+            if marker in log:
+                raise AssertionError("airlockd: " + log[log.index(marker):][:4000])
 
 
 def _tar(entries):
