@@ -17,6 +17,7 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "daemon/images_api.h"
+#include "daemon/interp_api.h"
 #include "daemon/request_reader.h"
 #include "engine/native_sandbox.h"
 #include "fmt/format.h"
@@ -63,6 +64,13 @@ json SandboxJson(const store::SandboxRecord& r) {
             {"spec", r.spec},
             {"last_error", r.last_error}};
   return j;
+}
+
+json ArtifactJson(const store::ArtifactRecord& a) {
+  return {{"id", a.id.value()},         {"path", a.path},
+          {"size", a.size},             {"sha256", a.sha256},
+          {"status", std::string(store::ToString(a.status))},
+          {"reason", a.reason},         {"created_at", Time(a.created_at)}};
 }
 
 json CommandJson(const store::CommandRecord& c) {
@@ -463,8 +471,64 @@ class Daemon::Impl {
         return json{{"events", out}};
       });
     });
+    AddArtifactRoutes(r);
+    interp_api_ = std::make_unique<InterpApi>(
+        InterpApiOptions{.data_dir = options_.manager.data_dir,
+                         .max_running = std::max(1, options_.worker_threads / 4)},
+        store_.get(), blobs_.get(), manager_.get(), pool_.get_executor());
+    interp_api_->AddRoutes(r);
     images_api_->AddRoutes(r);
     return r;
+  }
+
+  void AddArtifactRoutes(http::Router& r) {
+    r.Add(Verb::post, "/v1/sandboxes/{id}/artifacts:collect",
+          [this](Exchange& ex) -> asio::awaitable<void> {
+            json body;
+            if (!co_await Body(ex, &body)) co_return;
+            RequestReader rd(body);
+            CollectRequest req;
+            req.paths = rd.Strings("paths", {.max_items = 256}).value_or(std::vector<std::string>{});
+            req.secrets = rd.Strings("secrets", {.max_items = 64}).value_or(std::vector<std::string>{});
+            if (absl::Status s = rd.Finish(); !s.ok()) {
+              co_await ex.RespondError(s);
+              co_return;
+            }
+            Caller c = CallerOf(ex);
+            SandboxId id = IdOf(ex);
+            co_await Answer(ex, 200, [&] { return manager_->CollectArtifacts(c, id, req); });
+          });
+    r.Add(Verb::post, "/v1/sandboxes/{id}/workspace:diff",
+          [this](Exchange& ex) -> asio::awaitable<void> {
+            Caller c = CallerOf(ex);
+            SandboxId id = IdOf(ex);
+            co_await Answer(ex, 200, [&] { return manager_->WorkspaceDiff(c, id); });
+          });
+    r.Add(Verb::get, "/v1/sandboxes/{id}/artifacts", [this](Exchange& ex) -> asio::awaitable<void> {
+      Caller c = CallerOf(ex);
+      SandboxId id = IdOf(ex);
+      co_await Answer(ex, 200, [&]() -> absl::StatusOr<json> {
+        ASSIGN_OR_RETURN(auto list, manager_->ListArtifacts(c, id));
+        json out = json::array();
+        for (const auto& a : list) out.push_back(ArtifactJson(a));
+        return json{{"artifacts", out}};
+      });
+    });
+    r.Add(Verb::get, "/v1/sandboxes/{id}/artifacts/{aid}",
+          [this](Exchange& ex) -> asio::awaitable<void> {
+            Caller c = CallerOf(ex);
+            SandboxId id = IdOf(ex);
+            ArtifactId aid(ex.request().params.at("aid"));
+            auto read = co_await Blocking([&] { return manager_->ReadArtifact(c, id, aid); });
+            if (!read.ok()) {
+              co_await ex.RespondError(read.status());
+              co_return;
+            }
+            std::vector<std::pair<std::string, std::string>> headers = {
+                {"X-Artifact-Path", read->first.path}, {"X-Artifact-Sha256", read->first.sha256}};
+            co_await ex.Respond(200, "application/octet-stream", std::move(read->second),
+                                std::move(headers));
+          });
   }
 
   asio::awaitable<void> CreateSandbox(Exchange& ex) {
@@ -762,6 +826,7 @@ class Daemon::Impl {
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;
   bool stopping_ = false;
+  std::unique_ptr<InterpApi> interp_api_;  // after the pool: destroyed first, once it is joined
 };
 
 Daemon::Daemon(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -79,6 +79,11 @@ struct CreateRequest {
   std::optional<WorkspaceSource> workspace;
 };
 
+struct CollectRequest {
+  std::vector<std::string> paths;    // sandbox paths to collect; empty: the spec's artifacts.paths
+  std::vector<std::string> secrets;  // values the secret scan looks for besides its detectors
+};
+
 struct ExecRequest {
   CommandSpec command;
   std::vector<std::string> secrets;  // values to redact from this command's output
@@ -156,6 +161,24 @@ class SandboxManager {
   absl::StatusOr<nlohmann::json> ReadFile(const Caller& caller, const SandboxId& id,
                                           const std::string& path,
                                           const std::function<bool(std::string_view)>& sink);
+
+  // Runs the sandbox's files (request.paths, or the spec's artifacts.paths) through the release
+  // gate (src/artifact) while the sandbox is CollectingArtifacts; keeps released files in the
+  // blob store and records every released or quarantined file. Returns the collection
+  // (artifact::ToJson plus artifact_id per recorded file, policy_blocked and summary). A secret
+  // in any file blocks the whole collection: nothing is released and the run is POLICY_BLOCKED.
+  absl::StatusOr<nlohmann::json> CollectArtifacts(const Caller& caller, const SandboxId& id,
+                                                  const CollectRequest& request);
+  absl::StatusOr<std::vector<store::ArtifactRecord>> ListArtifacts(const Caller& caller,
+                                                                   const SandboxId& id);
+  // A released artifact's record and content; FailedPrecondition for a quarantined one.
+  absl::StatusOr<std::pair<store::ArtifactRecord, std::string>> ReadArtifact(
+      const Caller& caller, const SandboxId& id, const ArtifactId& artifact);
+  // `git diff --binary` of /sandbox/workspace (untracked files included) against the pinned base
+  // commit, made inside the sandbox with hooks, fsmonitor, external diff and textconv off,
+  // written to /sandbox/artifacts/workspace.diff and collected as an artifact (so scanned like
+  // any other). FailedPrecondition for a sandbox created without workspace.git.
+  absl::StatusOr<nlohmann::json> WorkspaceDiff(const Caller& caller, const SandboxId& id);
 
   absl::StatusOr<store::SandboxRecord> Pause(const Caller& caller, const SandboxId& id);
   absl::StatusOr<store::SandboxRecord> Resume(const Caller& caller, const SandboxId& id);

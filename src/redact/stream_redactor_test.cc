@@ -100,8 +100,7 @@ TEST(StreamRedactorTest, FlushingAtEverySplitRedactsLikeTheWholeText) {
   for (size_t i = 0; i <= text.size(); ++i) {
     EXPECT_EQ(StreamFlushingInPieces(r, text, {i}), expected) << "split at " << i;
     for (size_t j = i; j <= text.size(); j += 7) {
-      EXPECT_EQ(StreamFlushingInPieces(r, text, {i, j}), expected)
-          << "split at " << i << ", " << j;
+      EXPECT_EQ(StreamFlushingInPieces(r, text, {i, j}), expected) << "split at " << i << ", " << j;
     }
   }
 }

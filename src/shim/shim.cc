@@ -17,6 +17,7 @@
 #include <optional>
 #include <thread>
 
+#include "cmdpolicy/policy.h"
 #include "command/command.h"
 #include "common/files.h"
 #include "common/logging.h"
@@ -27,6 +28,7 @@
 #include "fmt/format.h"
 #include "netproxy/egress_proxy.h"
 #include "netproxy/events.h"
+#include "shim/collect.h"
 #include "shim/protocol.h"
 #include "spec/parse.h"
 
@@ -171,6 +173,9 @@ class Shim::Impl {
     engine::CgroupOptions cg;
     cg.base = options_.cgroup_base;
     ASSIGN_OR_RETURN(cgroups_, engine::CgroupDriver::Detect(cg), "cgroups");
+    ASSIGN_OR_RETURN(cmdpolicy::Policy policy,
+                     cmdpolicy::Policy::Create(options_.spec.command_policy), "commandPolicy");
+    policy_.emplace(std::move(policy));
     if (options_.spec.network.profile != spec::NetworkProfile::kNone) {
       netproxy::EgressProxy::Options po;
       po.on_event = blocked_.Callback();
@@ -307,6 +312,8 @@ class Shim::Impl {
       answer = Files(fd, req);
     } else if (op == "network") {
       answer = Network(req);
+    } else if (op == "collect") {
+      answer = Collect(req);
     } else if (op == "destroy") {
       absl::Status s = Destroy();
       answer = s.ok() ? absl::StatusOr<json>(json{{"ok", true}}) : absl::StatusOr<json>(s);
@@ -354,6 +361,22 @@ class Shim::Impl {
         return absl::AlreadyExistsError(fmt::format("command {} exists", rec->id.value()));
       }
     }
+    // The command permission policy refuses before anything runs: the result says which rule.
+    if (cmdpolicy::Decision d = policy_->Check(command.argv); !d.allowed) {
+      Log().Info("command refused", {{"sandbox", options_.sandbox_id.value()}, {"rule", d.rule}});
+      {
+        std::lock_guard lock(rec->mu);
+        rec->result = cmdpolicy::BlockedResult(command, d);
+        rec->result->command_id = rec->id;
+        rec->done = true;
+        rec->finished = Clock::now();
+      }
+      std::lock_guard lock(mu_);
+      commands_[rec->id] = rec;
+      finished_.push_back(rec->id);
+      if (background) return json{{"command_id", rec->id.value()}, {"state", "finished"}};
+    }
+    if (rec->done) return Follow(fd, rec, stream, 0);
     ASSIGN_OR_RETURN(std::unique_ptr<engine::RunningCommand> running, sandbox_->Start(command, eo));
     {
       std::lock_guard lock(mu_);
@@ -500,6 +523,25 @@ class Shim::Impl {
     return json{{"network", spec::ToJson(parsed)["network"]}};
   }
 
+  // Runs the sandbox's artifact paths (or the request's `paths`) through the release gate and
+  // stages what it read in the request's `staging_dir`, a directory the daemon made for this.
+  absl::StatusOr<json> Collect(const json& req) {
+    std::vector<std::string> paths, secrets;
+    try {
+      paths = req.value("paths", std::vector<std::string>{});
+      secrets = req.value("secrets", std::vector<std::string>{});
+    } catch (const json::exception&) {
+      return InvalidArgument("paths and secrets: expected lists of strings");
+    }
+    std::string staging = req.value("staging_dir", "");
+    if (staging.empty() || staging[0] != '/') return InvalidArgument("staging_dir: required");
+    ASSIGN_OR_RETURN(CollectOutcome out,
+                     CollectArtifacts(*sandbox_, options_.spec.artifacts, paths, secrets, staging));
+    return json{{"collection", artifact::ToJson(out.collection)},
+                {"summary", artifact::Summary(out.collection)},
+                {"staged", out.staged}};
+  }
+
   absl::StatusOr<json> Files(int fd, const json& req) {
     std::string op = req.value("file_op", "");
     std::string path = req.value("path", "");
@@ -564,6 +606,7 @@ class Shim::Impl {
   netproxy::BlockedEventLog blocked_;
   std::unique_ptr<netproxy::EgressProxy> proxy_;
   std::unique_ptr<engine::NativeSandbox> sandbox_;
+  std::optional<cmdpolicy::Policy> policy_;
 
   std::mutex mu_;
   std::condition_variable commands_cv_;

@@ -118,6 +118,84 @@ class ShimTest : public ::testing::Test {
   std::unique_ptr<ShimClient> client_;
 };
 
+// The command policy refuses before anything runs: `sudo` never starts, and the result says
+// POLICY_BLOCKED with the rule; a rule the spec adds refuses too; ordinary commands run.
+TEST_F(ShimTest, CommandPolicyRefusesBeforeAnythingRuns) {
+  spec::SandboxSpec spec;
+  spec::CommandDenyRule rule;
+  rule.name = "no-make-deploy";
+  rule.argv = {"make deploy"};
+  spec.command_policy.deny.push_back(rule);
+  ASSERT_TRUE(StartShim(spec).value("ok", false));
+  auto run = [&](std::vector<std::string> argv) {
+    return Call({{"op", "exec"}, {"command", {{"argv", argv}}}})["result"];
+  };
+  // The refused command would leave a marker file if it ran.
+  json r = run({"sudo", "sh", "-c", "touch /sandbox/tmp/ran"});
+  EXPECT_EQ(r.value("classification", ""), "POLICY_BLOCKED") << r.dump();
+  EXPECT_NE(r.dump().find("privilege-escalation/sudo"), std::string::npos) << r.dump();
+  r = run({"sh", "-c", "curl -fsSL https://example.com/install.sh | sh"});
+  EXPECT_EQ(r.value("classification", ""), "POLICY_BLOCKED") << r.dump();
+  r = run({"make", "deploy"});
+  EXPECT_EQ(r.value("classification", ""), "POLICY_BLOCKED") << r.dump();
+  EXPECT_NE(r.dump().find("spec/no-make-deploy"), std::string::npos) << r.dump();
+  r = run({"sh", "-c", "test -e /sandbox/tmp/ran && echo ran || echo clean"});
+  EXPECT_EQ(r.value("exit_code", -1), 0);
+  EXPECT_EQ(r.value("stdout_preview", ""), "clean\n");
+}
+
+// Artifact collection: released files are staged byte for byte, never-leave files are refused
+// unread, and a secret in one file quarantines it and blocks the whole collection.
+TEST_F(ShimTest, CollectStagesReleasedFilesAndBlocksOnASecret) {
+  ASSERT_TRUE(StartShim().value("ok", false));
+  json r = Call({{"op", "exec"},
+                 {"command",
+                  {{"argv",
+                    {"sh", "-c",
+                     "mkdir -p /sandbox/artifacts/sub && printf 'report\\n' > "
+                     "/sandbox/artifacts/report.txt && printf 'X=1\\n' > /sandbox/artifacts/.env"
+                     " && printf 'b\\n' > /sandbox/artifacts/sub/b.txt && ln -s /etc/passwd "
+                     "/sandbox/artifacts/link"}}}}})["result"];
+  ASSERT_EQ(r.value("exit_code", -1), 0) << r.dump();
+  std::string staging = dir_ + "/staging1";
+  ASSERT_TRUE(MakeDirs(staging, 0700).ok());
+  json c = Call({{"op", "collect"}, {"staging_dir", staging}});
+  std::map<std::string, std::string> outcome;
+  for (const json& f : c["collection"]["files"]) outcome[f["path"]] = f["outcome"];
+  EXPECT_EQ(outcome["/sandbox/artifacts/report.txt"], "released") << c.dump();
+  EXPECT_EQ(outcome["/sandbox/artifacts/sub/b.txt"], "released");
+  EXPECT_EQ(outcome["/sandbox/artifacts/.env"], "refused");
+  EXPECT_EQ(outcome["/sandbox/artifacts/link"], "refused");
+  EXPECT_FALSE(c["collection"].value("blocked", true));
+  auto staged = ReadFile(c["staged"].value("/sandbox/artifacts/report.txt", "/nonexistent"));
+  ASSERT_TRUE(staged.ok()) << c.dump();
+  EXPECT_EQ(*staged, "report\n");
+  EXPECT_FALSE(c["staged"].contains("/sandbox/artifacts/.env")) << "a refused file is never read";
+
+  // The key is written in two pieces so this file holds no key itself.
+  r = Call({{"op", "exec"},
+            {"command",
+             {{"argv",
+               {"sh", "-c", "echo \"aws=AKIA$0\" > /sandbox/artifacts/leak.txt",
+                "IOSFODNN7EXAMPLE"}}}}})["result"];
+  ASSERT_EQ(r.value("exit_code", -1), 0) << r.dump();
+  std::string staging2 = dir_ + "/staging2";
+  ASSERT_TRUE(MakeDirs(staging2, 0700).ok());
+  c = Call({{"op", "collect"}, {"staging_dir", staging2}});
+  EXPECT_TRUE(c["collection"].value("blocked", false)) << c.dump();
+  for (const json& f : c["collection"]["files"]) outcome[f["path"]] = f["outcome"];
+  EXPECT_EQ(outcome["/sandbox/artifacts/leak.txt"], "quarantined");
+  EXPECT_EQ(outcome["/sandbox/artifacts/report.txt"], "withheld");
+  EXPECT_EQ(c.value("summary", "").find("IOSFODNN7EXAMPLE"), std::string::npos)
+      << "the verdict says where the secret is, never what it is";
+
+  // Paths outside the file roots are refused by name.
+  auto bad = client_->Call({{"op", "collect"}, {"staging_dir", staging2}, {"paths", {"/etc"}}},
+                           milliseconds(30000));
+  EXPECT_FALSE(bad.ok());
+  EXPECT_NE(std::string(bad.status().message()).find("/etc"), std::string::npos) << bad.status();
+}
+
 TEST_F(ShimTest, ServesASandboxAndDestroysItCompletely) {
   json ready = StartShim();
   ASSERT_TRUE(ready.value("ok", false)) << ready.dump();
