@@ -126,9 +126,8 @@ bool IsOurShim(int64_t pid, const std::string& socket) {
 
 }  // namespace
 
-SandboxManager::SandboxManager(ManagerOptions options, store::Store* store,
-                               store::BlobStore* blobs, http::Metrics* metrics,
-                               image::ImageStore* images)
+SandboxManager::SandboxManager(ManagerOptions options, store::Store* store, store::BlobStore* blobs,
+                               http::Metrics* metrics, image::ImageStore* images)
     : options_(std::move(options)),
       store_(store),
       blobs_(blobs),
@@ -314,11 +313,11 @@ absl::Status SandboxManager::Start(const store::SandboxRecord& record,
   spec::SandboxSpec s = spec_in;
   const SandboxId& id = record.id;
   RETURN_IF_ERROR(MakeDirs(StateDir(id), 0700), "state directory");
-  RETURN_IF_ERROR(Transition(id, {SandboxState::kAllocating}, SandboxState::kPreparingImage, actor,
-                             "create")
-                      .status());
-  RETURN_IF_ERROR(Transition(id, {SandboxState::kPreparingImage},
-                             SandboxState::kMountingWorkspace, actor,
+  RETURN_IF_ERROR(
+      Transition(id, {SandboxState::kAllocating}, SandboxState::kPreparingImage, actor, "create")
+          .status());
+  RETURN_IF_ERROR(Transition(id, {SandboxState::kPreparingImage}, SandboxState::kMountingWorkspace,
+                             actor,
                              s.image.empty() ? "no image: the host layout" : "image " + s.image)
                       .status());
   if (request.workspace) RETURN_IF_ERROR(PrepareWorkspace(id, *request.workspace, &s), "workspace");
