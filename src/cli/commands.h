@@ -3,6 +3,8 @@
 //
 // Exit codes shared by every subcommand: 0 success, 2 bad flags or input (one clear line on
 // stderr), 125 sandbox error; `airlock run` otherwise exits with the command's own exit code.
+// The commands of a running airlockd (`sandbox`, `image`) exit 1 when the server refuses or
+// cannot be reached (one line naming the cause), and `sandbox exec` with the command's code.
 #ifndef AIRLOCK_CLI_COMMANDS_H_
 #define AIRLOCK_CLI_COMMANDS_H_
 
@@ -12,10 +14,13 @@ namespace airlock::cli {
 
 inline constexpr int kExitUsage = 2;
 inline constexpr int kExitSandboxError = 125;
+inline constexpr int kExitRemoteError = 1;
 
 void AddRunCommand(CLI::App& app, int* exit_code);
 void AddSpecCommands(CLI::App& app, int* exit_code);
 void AddInterpCommands(CLI::App& app, int* exit_code);
+void AddSandboxCommands(CLI::App& app, int* exit_code);  // remote_commands.cc
+void AddImageCommands(CLI::App& app, int* exit_code);
 
 }  // namespace airlock::cli
 

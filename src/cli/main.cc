@@ -11,6 +11,8 @@ int main(int argc, char** argv) {
   airlock::cli::AddRunCommand(app, &exit_code);
   airlock::cli::AddSpecCommands(app, &exit_code);
   airlock::cli::AddInterpCommands(app, &exit_code);
+  airlock::cli::AddSandboxCommands(app, &exit_code);
+  airlock::cli::AddImageCommands(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -366,7 +366,9 @@ TEST_F(DaemonApiTest, ArtifactsCollectListDownloadAndQuarantine) {
       EXPECT_EQ(f["outcome"], "released");
       report_id = f.value("artifact_id", "");
     }
-    if (f["path"] == "/sandbox/artifacts/.env") EXPECT_EQ(f["rule"], "never-leave/env-file");
+    if (f["path"] == "/sandbox/artifacts/.env") {
+      EXPECT_EQ(f["rule"], "never-leave/env-file");
+    }
   }
   ASSERT_FALSE(report_id.empty()) << c.Describe();
   ApiResponse down = alice().Get(Sb(id, "/artifacts/" + report_id));

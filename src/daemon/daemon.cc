@@ -16,6 +16,7 @@
 #include "common/files.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "daemon/images_api.h"
 #include "daemon/interp_api.h"
 #include "daemon/request_reader.h"
 #include "engine/native_sandbox.h"
@@ -182,7 +183,12 @@ class Daemon::Impl {
     };
     ASSIGN_OR_RETURN(store_, store::OpenSqliteStore(m.data_dir, so), "store");
     ASSIGN_OR_RETURN(blobs_, store::OpenLocalBlobStore(m.data_dir + "/blobs"), "blob store");
-    manager_ = std::make_unique<SandboxManager>(m, store_.get(), blobs_.get(), &metrics_);
+    ASSIGN_OR_RETURN(images_, OpenNodeImageStore(m.data_dir, store_.get()), "image store");
+    images_api_ =
+        std::make_unique<ImagesApi>(images_.get(), pool_.get_executor(),
+                                    ImagesApiOptions{.upload_dir = m.data_dir + "/uploads"});
+    manager_ =
+        std::make_unique<SandboxManager>(m, store_.get(), blobs_.get(), &metrics_, images_.get());
     metrics_.OnRender([this] {
       std::map<http::LabelValues, double> v;
       for (const auto& [state, n] : manager_->CountByState()) v[{state}] = static_cast<double>(n);
@@ -472,6 +478,7 @@ class Daemon::Impl {
                          .max_running = std::max(1, options_.worker_threads / 4)},
         store_.get(), blobs_.get(), manager_.get(), pool_.get_executor());
     interp_api_->AddRoutes(r);
+    images_api_->AddRoutes(r);
     return r;
   }
 
@@ -811,6 +818,8 @@ class Daemon::Impl {
   http::Gauge* sandboxes_ = nullptr;
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<store::BlobStore> blobs_;
+  std::unique_ptr<image::ImageStore> images_;
+  std::unique_ptr<ImagesApi> images_api_;
   std::unique_ptr<SandboxManager> manager_;
   asio::thread_pool pool_;
   std::unique_ptr<http::Server> server_;

@@ -126,9 +126,13 @@ bool IsOurShim(int64_t pid, const std::string& socket) {
 
 }  // namespace
 
-SandboxManager::SandboxManager(ManagerOptions options, store::Store* store,
-                               store::BlobStore* blobs, http::Metrics* metrics)
-    : options_(std::move(options)), store_(store), blobs_(blobs), metrics_(metrics) {
+SandboxManager::SandboxManager(ManagerOptions options, store::Store* store, store::BlobStore* blobs,
+                               http::Metrics* metrics, image::ImageStore* images)
+    : options_(std::move(options)),
+      store_(store),
+      blobs_(blobs),
+      metrics_(metrics),
+      images_(images) {
   if (options_.cgroup_base.empty()) options_.cgroup_base = "airlock/" + options_.node.value();
   if (metrics_ != nullptr) {
     exec_latency_ = &metrics_->AddHistogram("airlock_exec_seconds",
@@ -238,6 +242,16 @@ absl::StatusOr<spec::SandboxSpec> SandboxManager::ResolveSpec(const CreateReques
 absl::StatusOr<store::CreateResult> SandboxManager::Create(const Caller& caller,
                                                            const CreateRequest& request) {
   ASSIGN_OR_RETURN(spec::SandboxSpec s, ResolveSpec(request));
+  // A tag resolves here, once: the run stores the digest, and the lease keeps the image until
+  // the sandbox's record (which names the digest) holds it instead.
+  image::ImageLease lease;
+  if (!s.image.empty()) {
+    if (images_ == nullptr) return FailedPrecondition("spec.image: this node has no image store");
+    ASSIGN_OR_RETURN(image::Digest digest, images_->Resolve(s.image),
+                     fmt::format("spec.image {}", s.image));
+    ASSIGN_OR_RETURN(lease, images_->Acquire(digest), fmt::format("spec.image {}", s.image));
+    s.image = digest.str();
+  }
   absl::Duration ttl = request.ttl.value_or(options_.default_ttl);
   if (ttl <= absl::ZeroDuration() || ttl > options_.max_ttl) {
     return InvalidArgument(fmt::format("ttl_seconds: must be between 1 and {}",
@@ -260,6 +274,7 @@ absl::StatusOr<store::CreateResult> SandboxManager::Create(const Caller& caller,
   n.owner = caller.key;
   n.spec = spec::ToJson(s);
   n.template_name = request.template_name;
+  n.image_digest = s.image;
   n.metadata = request.metadata;
   n.ttl = ttl;
   n.idle_timeout = request.idle_timeout.value_or(absl::ZeroDuration());
@@ -298,14 +313,12 @@ absl::Status SandboxManager::Start(const store::SandboxRecord& record,
   spec::SandboxSpec s = spec_in;
   const SandboxId& id = record.id;
   RETURN_IF_ERROR(MakeDirs(StateDir(id), 0700), "state directory");
-  RETURN_IF_ERROR(Transition(id, {SandboxState::kAllocating}, SandboxState::kPreparingImage, actor,
-                             "create")
-                      .status());
-  if (!s.image.empty()) {
-    return FailedPrecondition("spec.image: images are not served by this node yet");
-  }
-  RETURN_IF_ERROR(Transition(id, {SandboxState::kPreparingImage},
-                             SandboxState::kMountingWorkspace, actor, "image ready")
+  RETURN_IF_ERROR(
+      Transition(id, {SandboxState::kAllocating}, SandboxState::kPreparingImage, actor, "create")
+          .status());
+  RETURN_IF_ERROR(Transition(id, {SandboxState::kPreparingImage}, SandboxState::kMountingWorkspace,
+                             actor,
+                             s.image.empty() ? "no image: the host layout" : "image " + s.image)
                       .status());
   if (request.workspace) RETURN_IF_ERROR(PrepareWorkspace(id, *request.workspace, &s), "workspace");
   RETURN_IF_ERROR(Transition(id, {SandboxState::kMountingWorkspace}, SandboxState::kStarting,
@@ -369,6 +382,10 @@ absl::StatusOr<json> SandboxManager::LaunchShim(const SandboxId& id, const spec:
   o.cgroup_base = options_.cgroup_base;
   o.operator_policy = options_.operator_policy;
   o.proxy_hosts = options_.proxy_hosts;
+  if (!s.image.empty()) {
+    ASSIGN_OR_RETURN(image::Digest digest, image::Digest::Parse(s.image), "spec.image");
+    o.image_rootfs = images_->RootfsPath(digest);
+  }
   std::string options_path = dir + "/shim.json";
   RETURN_IF_ERROR(WriteFileAtomic(options_path, o.ToJson().dump(), 0600));
   std::string socket = dir + "/shim.sock";

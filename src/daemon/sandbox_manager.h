@@ -25,6 +25,7 @@
 #include "command/command.h"
 #include "common/ids.h"
 #include "http/metrics.h"
+#include "image/image_store.h"
 #include "netproxy/policy.h"
 #include "nlohmann/json.hpp"
 #include "shim/client.h"
@@ -103,8 +104,10 @@ struct FileEntryView {
 
 class SandboxManager {
  public:
+  // `images` (may be null: then specs naming an image are refused) resolves spec.image at
+  // create time and gives the sandbox its root; it must outlive the manager.
   SandboxManager(ManagerOptions options, store::Store* store, store::BlobStore* blobs,
-                 http::Metrics* metrics);
+                 http::Metrics* metrics, image::ImageStore* images = nullptr);
   ~SandboxManager();
 
   // Creates and starts a sandbox; returns it in Running (or the earlier sandbox with the same
@@ -241,6 +244,7 @@ class SandboxManager {
   store::Store* store_;
   store::BlobStore* blobs_;
   http::Metrics* metrics_;
+  image::ImageStore* images_ = nullptr;
   http::Histogram* exec_latency_ = nullptr;
   http::Counter* reaper_actions_ = nullptr;
 

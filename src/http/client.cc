@@ -94,6 +94,27 @@ class Client::Impl {
     return absl::OkStatus();
   }
 
+  // Reads a response body into `on_data` piece by piece; true when on_data stopped it.
+  absl::StatusOr<bool> ReadBody(bhttp::response_parser<bhttp::buffer_body>& parser,
+                                const std::function<bool(std::string_view)>& on_data,
+                                std::chrono::milliseconds timeout, std::string_view what) {
+    std::string chunk(64 << 10, '\0');
+    error_code ec;
+    while (!parser.is_done()) {
+      parser.get().body().data = chunk.data();
+      parser.get().body().size = chunk.size();
+      stream.expires_after(timeout);
+      // read_some: read would wait until the 64 KiB chunk is full, so a live stream (an exec's
+      // output) would reach the caller only at its end.
+      bhttp::read_some(stream, buffer, parser, ec);
+      if (ec == bhttp::error::need_buffer) ec = {};
+      if (ec) return Fail(ec, what);
+      size_t n = chunk.size() - parser.get().body().size;
+      if (n > 0 && !on_data(std::string_view(chunk.data(), n))) return true;
+    }
+    return false;
+  }
+
   absl::Status Fail(const error_code& ec, std::string_view what) {
     connected = false;
     error_code ignored;
@@ -137,21 +158,28 @@ void CopyHeaders(const Parser& parser, ClientResponse* out) {
   }
 }
 
+using BodySink = std::function<bool(std::string_view)>;
+
+// The response of a streaming call `call(sink)`, with its body collected.
+template <typename F>
+absl::StatusOr<ClientResponse> Collected(F call) {
+  std::string collected;
+  ASSIGN_OR_RETURN(ClientResponse r, call([&](std::string_view d) {
+                     collected.append(d);
+                     return true;
+                   }));
+  r.body = std::move(collected);
+  return r;
+}
+
 }  // namespace
 
 absl::StatusOr<ClientResponse> Client::Send(bhttp::verb method, std::string_view target,
                                             std::string body, std::string_view content_type,
                                             const Headers& headers) {
-  std::string collected;
-  ASSIGN_OR_RETURN(ClientResponse r, SendStreaming(
-                                         method, target, std::move(body), content_type,
-                                         [&](std::string_view d) {
-                                           collected.append(d);
-                                           return true;
-                                         },
-                                         headers));
-  r.body = std::move(collected);
-  return r;
+  return Collected([&](const BodySink& sink) {
+    return SendStreaming(method, target, std::move(body), content_type, sink, headers);
+  });
 }
 
 absl::StatusOr<ClientResponse> Client::SendStreaming(
@@ -175,23 +203,7 @@ absl::StatusOr<ClientResponse> Client::SendStreaming(
   if (ec) return im.Fail(write_ec ? write_ec : ec, write_ec ? "send to" : "read from");
   ClientResponse out;
   CopyHeaders(parser, &out);
-  std::string chunk(64 << 10, '\0');
-  bool stopped = false;
-  while (!parser.is_done()) {
-    parser.get().body().data = chunk.data();
-    parser.get().body().size = chunk.size();
-    im.stream.expires_after(options_.timeout);
-    // read_some: read would wait until the 64 KiB chunk is full, so a live stream (an exec's
-    // output) would reach the caller only at its end.
-    bhttp::read_some(im.stream, im.buffer, parser, ec);
-    if (ec == bhttp::error::need_buffer) ec = {};
-    if (ec) return im.Fail(ec, "read from");
-    size_t n = chunk.size() - parser.get().body().size;
-    if (n > 0 && !on_data(std::string_view(chunk.data(), n))) {
-      stopped = true;
-      break;
-    }
-  }
+  ASSIGN_OR_RETURN(bool stopped, im.ReadBody(parser, on_data, options_.timeout, "read from"));
   if (stopped || write_ec || !parser.get().keep_alive()) {
     im.connected = false;
     im.stream.socket().close(ec);
@@ -203,6 +215,15 @@ absl::StatusOr<ClientResponse> Client::Upload(
     bhttp::verb method, std::string_view target,
     const std::function<absl::StatusOr<std::string>()>& next, std::string_view content_type,
     const Headers& headers) {
+  return Collected([&](const BodySink& sink) {
+    return UploadStreaming(method, target, next, content_type, sink, headers);
+  });
+}
+
+absl::StatusOr<ClientResponse> Client::UploadStreaming(
+    bhttp::verb method, std::string_view target,
+    const std::function<absl::StatusOr<std::string>()>& next, std::string_view content_type,
+    const std::function<bool(std::string_view)>& on_data, const Headers& headers) {
   Impl& im = *impl_;
   if (im.Stale()) RETURN_IF_ERROR(im.Connect(options_.timeout));
   bhttp::request<bhttp::empty_body> req{method, im.prefix + std::string(target), 11};
@@ -229,16 +250,16 @@ absl::StatusOr<ClientResponse> Client::Upload(
     im.stream.expires_after(options_.timeout);
     asio::write(im.stream, bhttp::make_chunk_last(), ec);
   }
-  bhttp::response_parser<bhttp::string_body> parser;
+  bhttp::response_parser<bhttp::buffer_body> parser;
   parser.body_limit(std::numeric_limits<std::uint64_t>::max());
   im.stream.expires_after(options_.timeout);
   error_code rec;
-  bhttp::read(im.stream, im.buffer, parser, rec);
+  bhttp::read_header(im.stream, im.buffer, parser, rec);
   if (rec) return im.Fail(ec ? ec : rec, "upload to");
   ClientResponse out;
   CopyHeaders(parser, &out);
-  out.body = parser.get().body();
-  if (ec || !parser.get().keep_alive()) {
+  ASSIGN_OR_RETURN(bool stopped, im.ReadBody(parser, on_data, options_.timeout, "upload to"));
+  if (stopped || ec || !parser.get().keep_alive()) {
     im.connected = false;
     im.stream.socket().close(rec);
   }

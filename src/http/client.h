@@ -59,6 +59,12 @@ class Client {
                                         const std::function<absl::StatusOr<std::string>()>& next,
                                         std::string_view content_type, const Headers& headers = {});
 
+  // Like Upload, but hands the response body to `on_data` as it arrives (as SendStreaming).
+  absl::StatusOr<ClientResponse> UploadStreaming(
+      boost::beast::http::verb method, std::string_view target,
+      const std::function<absl::StatusOr<std::string>()>& next, std::string_view content_type,
+      const std::function<bool(std::string_view)>& on_data, const Headers& headers = {});
+
   const ClientOptions& options() const { return options_; }
 
  private:

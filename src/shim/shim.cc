@@ -188,6 +188,7 @@ class Shim::Impl {
     engine::SandboxOptions so;
     so.id = options_.sandbox_id;
     so.spec = options_.spec;
+    so.image_rootfs = options_.image_rootfs;
     so.tools_dir = options_.tools_dir;
     so.run_dir_base = options_.run_dir_base;
     so.log_dir = options_.log_dir;

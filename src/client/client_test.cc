@@ -1,0 +1,315 @@
+// The C++ client against a real airlockd (in this process, on loopback) running real sandboxes:
+// every call, the errors it returns, and the image endpoints with spec.image.
+#include "client/client.h"
+
+#include <grp.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "common/files.h"
+#include "daemon/daemon.h"
+#include "fmt/format.h"
+#include "gtest/gtest.h"
+#include "image/testing/image_builder.h"
+#include "store/sqlite_store.h"
+
+namespace airlock::client {
+namespace {
+
+namespace it = image::testing;
+using nlohmann::json;
+
+class ClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root: airlockd's sandboxes map host uid ranges";
+    ASSERT_EQ(setgroups(0, nullptr), 0);
+    char tmpl[] = "/tmp/airlock-client-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    {
+      auto store = store::OpenSqliteStore(dir_, {});
+      ASSERT_TRUE(store.ok()) << store.status();
+      auto key = (*store)->CreateApiKey("test", "admin");
+      ASSERT_TRUE(key.ok()) << key.status();
+      key_ = key->token;
+    }
+    daemon::DaemonOptions o;
+    o.listen = "127.0.0.1:0";
+    o.manager.data_dir = dir_;
+    o.manager.tools_dir = AIRLOCK_TEST_TOOLS_DIR;
+    o.manager.shim_bin = AIRLOCK_TEST_SHIM;
+    auto node = daemon::NodeIdFor(dir_);
+    ASSERT_TRUE(node.ok());
+    o.manager.node = *node;
+    cgroup_ = "airlock-test/" + node->value();
+    o.manager.cgroup_base = cgroup_;
+    o.worker_threads = 8;
+    auto d = daemon::Daemon::Start(o);
+    ASSERT_TRUE(d.ok()) << d.status();
+    daemon_ = std::move(*d);
+    url_ = fmt::format("http://127.0.0.1:{}", daemon_->port());
+    auto c = Client::Create({.url = url_, .api_key = key_});
+    ASSERT_TRUE(c.ok()) << c.status();
+    client_ = std::move(*c);
+  }
+
+  void TearDown() override {
+    if (client_) {
+      // Every sandbox this test made is destroyed: nothing may outlive the test.
+      auto list = client_->ListSandboxes({.states = {"Running", "Paused"}});
+      if (list.ok()) {
+        for (const Sandbox& s : list->sandboxes) EXPECT_TRUE(client_->DestroySandbox(s.id).ok());
+      }
+    }
+    client_.reset();
+    daemon_.reset();
+    for (const char* root : {"/sys/fs/cgroup/", "/sys/fs/cgroup/unified/"}) {
+      ::rmdir((root + cgroup_).c_str());
+    }
+    if (!dir_.empty()) (void)RemoveTree(dir_);
+  }
+
+  // A busybox image (layers as in tests/images) written as an OCI layout tarball.
+  std::string BusyboxImage(const std::string& marker) {
+    auto busybox = ReadFile("/bin/busybox", 8 << 20);
+    EXPECT_TRUE(busybox.ok()) << "install busybox-static (scripts/install-deps)";
+    std::vector<it::Entry> files = {it::Dir("bin"), it::File("bin/busybox", *busybox, 0755),
+                                    it::Dir("etc"), it::File("etc/marker", marker)};
+    for (const char* applet : {"sh", "cat", "echo", "sleep"}) {
+      files.push_back(it::Symlink(fmt::format("bin/{}", applet), "busybox"));
+    }
+    it::Image img;
+    img.layers.push_back({it::Tar(files), it::Compression::kGzip});
+    img.env = {"PATH=/bin"};
+    std::string path = dir_ + "/busybox-" + marker + ".oci.tar";
+    it::WriteArchive(path, it::OciLayout(img).files);
+    return path;
+  }
+
+  std::string dir_, key_, url_, cgroup_;
+  std::unique_ptr<daemon::Daemon> daemon_;
+  std::unique_ptr<Client> client_;
+};
+
+TEST_F(ClientTest, ErrorsCarryTheServersCodeMessageAndRequestId) {
+  auto bad = Client::Create({.url = url_, .api_key = "ak_wrong"});
+  ASSERT_TRUE(bad.ok());
+  absl::StatusOr<SandboxList> denied = (*bad)->ListSandboxes();
+  ASSERT_FALSE(denied.ok());
+  EXPECT_EQ(denied.status().code(), absl::StatusCode::kUnauthenticated);
+  ApiError e = ErrorOf(denied.status());
+  EXPECT_EQ(e.http_status, 401);
+  EXPECT_EQ(e.code, "unauthenticated");
+  EXPECT_FALSE(e.request_id.empty());
+  EXPECT_NE(e.message.find("API key"), std::string::npos) << e.message;
+
+  absl::StatusOr<Sandbox> missing = client_->GetSandbox("sb-000000000000");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(ErrorOf(missing.status()).http_status, 404);
+
+  absl::StatusOr<Sandbox> invalid = client_->CreateSandbox({.ttl_seconds = -5});
+  ASSERT_FALSE(invalid.ok());
+  EXPECT_EQ(invalid.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ErrorOf(invalid.status()).http_status, 422);
+
+  auto nobody = Client::Create({.url = "http://127.0.0.1:1", .api_key = key_});
+  ASSERT_TRUE(nobody.ok());
+  absl::StatusOr<SandboxList> down = (*nobody)->ListSandboxes();
+  EXPECT_EQ(down.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(ErrorOf(down.status()).http_status, 0);
+}
+
+TEST_F(ClientTest, SandboxLifecycleCommandsAndFiles) {
+  CreateSandboxRequest req{.spec = json::object(),
+                           .ttl_seconds = 600,
+                           .metadata = {{"suite", "client"}},
+                           .idempotency_key = "client-test-1"};
+  absl::StatusOr<Sandbox> sb = client_->CreateSandbox(req);
+  ASSERT_TRUE(sb.ok()) << sb.status();
+  EXPECT_EQ(sb->state, "Running");
+  EXPECT_EQ(sb->metadata.at("suite"), "client");
+  absl::StatusOr<Sandbox> again = client_->CreateSandbox(req);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->id, sb->id);
+
+  auto listed = client_->ListSandboxes({.metadata = {{"suite", "client"}}});
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->sandboxes.size(), 1u);
+  EXPECT_EQ(listed->sandboxes[0].id, sb->id);
+  auto none = client_->ListSandboxes({.metadata = {{"suite", "other"}}});
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->sandboxes.empty());
+
+  // Plain and streamed exec.
+  absl::StatusOr<CommandResult> r =
+      client_->Exec(sb->id, {.argv = {"sh", "-c", "echo hi; exit 3"}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->exit_code, 3);
+  EXPECT_EQ(r->stdout_preview, "hi\n");
+  std::string out, err;
+  int results = 0;
+  r = client_->ExecStream(sb->id, {.argv = {"sh", "-c", "echo one; echo two >&2; echo three"}},
+                          [&](const ExecEvent& e) {
+                            if (e.kind == ExecEvent::Kind::kStdout) out += e.text;
+                            if (e.kind == ExecEvent::Kind::kStderr) err += e.text;
+                            if (e.kind == ExecEvent::Kind::kResult) ++results;
+                            return true;
+                          });
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(out, "one\nthree\n");
+  EXPECT_EQ(err, "two\n");
+  EXPECT_EQ(results, 1);
+  EXPECT_EQ(r->exit_code, 0);
+
+  // Background: poll, attach, kill.
+  absl::StatusOr<Command> bg = client_->StartBackground(sb->id, {.argv = {"sleep", "300"}});
+  ASSERT_TRUE(bg.ok()) << bg.status();
+  EXPECT_EQ(bg->state, "running");
+  absl::StatusOr<Command> polled = client_->GetCommand(sb->id, bg->command_id);
+  ASSERT_TRUE(polled.ok());
+  EXPECT_EQ(polled->state, "running");
+  ASSERT_TRUE(client_->KillCommand(sb->id, bg->command_id, "KILL").ok());
+  absl::StatusOr<json> attached = client_->StreamCommand(sb->id, bg->command_id, nullptr);
+  ASSERT_TRUE(attached.ok()) << attached.status();
+  EXPECT_EQ(attached->value("signal", 0), 9) << attached->dump();
+  auto commands = client_->ListCommands(sb->id);
+  ASSERT_TRUE(commands.ok());
+  EXPECT_EQ(commands->size(), 3u);
+
+  // Files, small and large (streamed both ways).
+  ASSERT_TRUE(client_->MakeDirectory(sb->id, "d/e", /*parents=*/true).ok());
+  absl::StatusOr<FileEntry> w = client_->WriteFile(sb->id, "d/e/f.txt", "content\n");
+  ASSERT_TRUE(w.ok()) << w.status();
+  absl::StatusOr<std::string> read = client_->ReadFile(sb->id, "/sandbox/workspace/d/e/f.txt");
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(*read, "content\n");
+  std::string big(3 << 20, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 7 % 251);
+  ASSERT_TRUE(WriteFileAtomic(dir_ + "/big.bin", big).ok());
+  ASSERT_TRUE(client_->UploadFrom(sb->id, "big.bin", dir_ + "/big.bin").ok());
+  std::string down;
+  absl::StatusOr<int64_t> size = client_->Download(sb->id, "big.bin", [&](std::string_view d) {
+    down.append(d);
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(size.ok()) << size.status();
+  EXPECT_EQ(*size, static_cast<int64_t>(big.size()));
+  EXPECT_TRUE(down == big);
+  absl::StatusOr<FileEntry> st = client_->StatFile(sb->id, "big.bin");
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->type, "file");
+  EXPECT_EQ(st->size, static_cast<int64_t>(big.size()));
+  auto entries = client_->ListFiles(sb->id, "/sandbox/workspace");
+  ASSERT_TRUE(entries.ok());
+  std::set<std::string> names;
+  for (const FileEntry& f : *entries) names.insert(f.name);
+  EXPECT_EQ(names, (std::set<std::string>{"big.bin", "d"}));
+  EXPECT_EQ(client_->RemoveFile(sb->id, "d", /*recursive=*/false).code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(client_->RemoveFile(sb->id, "d", /*recursive=*/true).ok());
+  EXPECT_EQ(client_->StatFile(sb->id, "d").status().code(), absl::StatusCode::kNotFound);
+  absl::StatusOr<FileEntry> escape = client_->WriteFile(sb->id, "../../etc/x", "no");
+  ASSERT_FALSE(escape.ok());
+  EXPECT_EQ(ErrorOf(escape.status()).http_status, 403) << escape.status();
+
+  // Pause, resume, TTL, events, destroy.
+  absl::StatusOr<Sandbox> paused = client_->Pause(sb->id);
+  ASSERT_TRUE(paused.ok()) << paused.status();
+  EXPECT_EQ(paused->state, "Paused");
+  EXPECT_EQ(client_->Exec(sb->id, {.argv = {"true"}}).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  absl::StatusOr<Sandbox> resumed = client_->Resume(sb->id);
+  ASSERT_TRUE(resumed.ok());
+  EXPECT_EQ(resumed->state, "Running");
+  absl::StatusOr<Sandbox> longer = client_->ExtendTtl(sb->id, 1200);
+  ASSERT_TRUE(longer.ok()) << longer.status();
+  // The TTL now counts from this call: the sandbox's age plus 1200 s.
+  EXPECT_GE(longer->ttl_seconds, 1200);
+  EXPECT_LT(longer->ttl_seconds, 1200 + 60);
+  EXPECT_GT(longer->expires_at, sb->expires_at);
+  absl::StatusOr<json> events = client_->Events(sb->id);
+  ASSERT_TRUE(events.ok());
+  EXPECT_GT(events->size(), 5u);
+  absl::StatusOr<Sandbox> gone = client_->DestroySandbox(sb->id);
+  ASSERT_TRUE(gone.ok()) << gone.status();
+  EXPECT_EQ(gone->state, "Gone");
+}
+
+TEST_F(ClientTest, ImagesImportListRunAndRemove) {
+  std::string tarball = BusyboxImage("from-the-image");
+  std::vector<ImportProgress::Stage> stages;
+  int64_t sent = 0;
+  absl::StatusOr<std::vector<Image>> imported =
+      client_->ImportImage(tarball, {"team/busybox:1"}, [&](const ImportProgress& p) {
+        if (stages.empty() || stages.back() != p.stage) stages.push_back(p.stage);
+        sent = p.bytes_sent;
+        EXPECT_EQ(p.bytes_total, static_cast<int64_t>(std::filesystem::file_size(tarball)));
+      });
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  ASSERT_EQ(imported->size(), 1u);
+  const Image& img = (*imported)[0];
+  EXPECT_EQ(img.tags, std::vector<std::string>{"team/busybox:1"});
+  EXPECT_EQ(img.layers, 1);
+  EXPECT_EQ(sent, static_cast<int64_t>(std::filesystem::file_size(tarball)));
+  ASSERT_FALSE(stages.empty());
+  EXPECT_EQ(stages.front(), ImportProgress::Stage::kUploading);
+  EXPECT_EQ(stages.back(), ImportProgress::Stage::kDone);
+  EXPECT_NE(std::find(stages.begin(), stages.end(), ImportProgress::Stage::kUnpacking),
+            stages.end());
+
+  auto listed = client_->ListImages();
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].digest, img.digest);
+  absl::StatusOr<Image> by_tag = client_->GetImage("team/busybox:1");
+  ASSERT_TRUE(by_tag.ok()) << by_tag.status();
+  EXPECT_EQ(by_tag->digest, img.digest);
+  EXPECT_EQ(client_->GetImage("team/other:1").status().code(), absl::StatusCode::kNotFound);
+
+  // A tag resolves to the digest at create time; the sandbox runs on the image's root.
+  absl::StatusOr<Sandbox> sb = client_->CreateSandbox({.spec = {{"image", "team/busybox:1"}}});
+  ASSERT_TRUE(sb.ok()) << sb.status();
+  EXPECT_EQ(sb->image_digest, img.digest);
+  EXPECT_EQ(sb->spec.value("image", ""), img.digest);
+  absl::StatusOr<CommandResult> r = client_->Exec(sb->id, {.argv = {"/bin/cat", "/etc/marker"}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->stdout_preview, "from-the-image") << r->error;
+
+  // In use: removal refused (409) until the sandbox is gone.
+  absl::Status busy = client_->RemoveImage("team/busybox:1");
+  EXPECT_EQ(busy.code(), absl::StatusCode::kFailedPrecondition) << busy;
+  EXPECT_EQ(ErrorOf(busy).http_status, 409);
+  ASSERT_TRUE(client_->DestroySandbox(sb->id).ok());
+  absl::Status removed = client_->RemoveImage(img.digest);
+  EXPECT_TRUE(removed.ok()) << removed;
+  EXPECT_EQ(client_->GetImage(img.digest).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(client_->CreateSandbox({.spec = {{"image", "team/busybox:1"}}}).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(ClientTest, ImportRefusesGarbageAndBadTags) {
+  ASSERT_TRUE(WriteFileAtomic(dir_ + "/junk.tar", std::string(4096, 'x')).ok());
+  absl::StatusOr<std::vector<Image>> junk = client_->ImportImage(dir_ + "/junk.tar");
+  ASSERT_FALSE(junk.ok());
+  EXPECT_EQ(junk.status().code(), absl::StatusCode::kInvalidArgument) << junk.status();
+  ASSERT_TRUE(WriteFileAtomic(dir_ + "/empty.tar", "").ok());
+  absl::StatusOr<std::vector<Image>> empty = client_->ImportImage(dir_ + "/empty.tar");
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(ErrorOf(empty.status()).http_status, 422);
+  EXPECT_NE(empty.status().message().find("the body is empty"), std::string::npos)
+      << empty.status();
+  std::string tarball = BusyboxImage("x");
+  absl::StatusOr<std::vector<Image>> bad_tag = client_->ImportImage(tarball, {"Bad Tag!"});
+  ASSERT_FALSE(bad_tag.ok());
+  EXPECT_EQ(ErrorOf(bad_tag.status()).http_status, 422) << bad_tag.status();
+  auto listed = client_->ListImages();
+  ASSERT_TRUE(listed.ok());
+  EXPECT_TRUE(listed->empty());
+}
+
+}  // namespace
+}  // namespace airlock::client
