@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "absl/strings/cord.h"
 #include "fmt/format.h"
 
 namespace airlock {
@@ -68,7 +69,12 @@ absl::Status ErrnoStatus(int err, std::string_view what) {
 
 absl::Status Annotate(const absl::Status& status, std::string_view context) {
   if (status.ok() || context.empty()) return status;
-  return absl::Status(status.code(), fmt::format("{}: {}", context, Message(status)));
+  absl::Status out(status.code(), fmt::format("{}: {}", context, Message(status)));
+  // Payloads (the HTTP reason of src/http/errors.h, for one) travel with the status.
+  status.ForEachPayload([&out](absl::string_view url, const absl::Cord& payload) {
+    out.SetPayload(url, payload);
+  });
+  return out;
 }
 
 namespace {

@@ -2,6 +2,7 @@
 
 #include <cerrno>
 
+#include "absl/strings/cord.h"
 #include "gtest/gtest.h"
 
 namespace airlock {
@@ -49,6 +50,15 @@ TEST(StatusTest, ReturnIfErrorCtx) {
 
 TEST(StatusTest, AnnotateKeepsOk) {
   EXPECT_TRUE(Annotate(absl::OkStatus(), "ctx").ok());
+}
+
+TEST(StatusTest, AnnotateKeepsPayloads) {
+  absl::Status s = absl::InvalidArgumentError("too big");
+  s.SetPayload("airlock/reason", absl::Cord("payload_too_large"));
+  absl::Status a = Annotate(s, "upload");
+  EXPECT_EQ(a.message(), "upload: too big");
+  ASSERT_TRUE(a.GetPayload("airlock/reason").has_value());
+  EXPECT_EQ(std::string(*a.GetPayload("airlock/reason")), "payload_too_large");
 }
 
 }  // namespace
