@@ -331,6 +331,7 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
                         : 0;
   in.spec_json = spec::ToJson(s).dump(2);
   RETURN_IF_ERROR(MakeDirs(sb->run_dir_ + "/root", 0755));
+  RETURN_IF_ERROR(MakeDirs(sb->run_dir_ + "/setup", 0755));
   RETURN_IF_ERROR(MakeDirs(sb->log_dir_, 0700));
   if (wants_egress) {
     // The proxy's socket for this sandbox, bound into it at /run/egress.sock; the run directory
