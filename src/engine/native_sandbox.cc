@@ -350,7 +350,11 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
   if (!Allowed(sb->degraded_, "cgroup-pids")) limits.pids_max = s.process.pids_limit;
   if (!Allowed(sb->degraded_, "cgroup-cpu")) limits.cpu_cores = s.resources.cpu;
   RETURN_IF_ERROR(sb->cgroup_->SetLimits(limits), "set cgroup limits");
-  ASSIGN_OR_RETURN(sb->init_cgroup_, sb->cgroup_->CreateChild("init"), "create init cgroup");
+  // cgroup v2 allows processes only in leaves once controllers are enabled below: airlock-init
+  // gets its own. On v1 it stays in the sandbox's cgroup, which saves a cgroup per hierarchy.
+  if (sb->cgroup_->version() == CgroupVersion::kV2) {
+    ASSIGN_OR_RETURN(sb->init_cgroup_, sb->cgroup_->CreateChild("init"), "create init cgroup");
+  }
   sb->seccomp_filter_ = internal::DefaultSeccompFilter();
   sb->timings_.prepare = Since(t0);
 
@@ -391,7 +395,8 @@ absl::Status NativeSandbox::Start(Setup& setup) {
   args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
   args.exit_signal = SIGCHLD;
   // No migration by us: v2 clones straight into the cgroup, v1 has the child move itself.
-  ASSIGN_OR_RETURN(Cgroup::Entry entry, init_cgroup_->OpenEntry(), "open cgroup");
+  Cgroup& init_cgroup = init_cgroup_ ? *init_cgroup_ : *cgroup_;
+  ASSIGN_OR_RETURN(Cgroup::Entry entry, init_cgroup.OpenEntry(), "open cgroup");
   if (entry.mode == Cgroup::Entry::Mode::kCloneInto) {
     args.flags |= CLONE_INTO_CGROUP;
     args.cgroup = static_cast<uint64_t>(entry.fds[0].get());
@@ -415,6 +420,11 @@ absl::Status NativeSandbox::Start(Setup& setup) {
   char go = 1;
   if (::write(sync_w.get(), &go, 1) != 1) return ErrnoStatus(errno, "release sandbox process");
   timings_.clone = Since(t0);
+
+  // While the child builds its mount tree, make the first command's cgroup (Exec would
+  // otherwise do it on its own critical path). A failure here is reported by Exec, which
+  // tries again.
+  if (auto cg = NewCommandCgroup(); cg.ok()) next_cgroup_ = *std::move(cg);
 
   auto t1 = Clock::now();
   internal::ChildError err{};
@@ -559,6 +569,22 @@ absl::StatusOr<pid_t> NativeSandbox::Spawn(const init::SpawnRequest& request,
   return ns_pid;
 }
 
+absl::StatusOr<std::unique_ptr<Cgroup>> NativeSandbox::NewCommandCgroup() {
+  std::string name = fmt::format("cmd-{}", next_command_++);
+  ASSIGN_OR_RETURN(std::unique_ptr<Cgroup> cg, cgroup_->CreateChild(name), "create command cgroup");
+  // The command's own limits equal the sandbox's, so an OOM kill or a refused fork is counted
+  // in the command's cgroup, where we read it.
+  const spec::SandboxSpec& s = options_.spec;
+  CgroupLimits limits;
+  if (!Allowed(degraded_, "cgroup-memory")) limits.memory_bytes = s.resources.memory_mb << 20;
+  if (!Allowed(degraded_, "cgroup-pids")) limits.pids_max = s.process.pids_limit;
+  if (absl::Status st = cg->SetLimits(limits); !st.ok()) {
+    (void)cg->Destroy();
+    return Annotate(st, "set command cgroup limits");
+  }
+  return cg;
+}
+
 absl::StatusOr<CommandResult> NativeSandbox::Exec(const CommandSpec& command,
                                                   const ExecOptions& options) {
   if (destroyed_) return FailedPrecondition("sandbox was destroyed");
@@ -570,15 +596,10 @@ absl::StatusOr<CommandResult> NativeSandbox::Exec(const CommandSpec& command,
   CommandResult result;
   result.command_id = CommandId::New();
   result.degraded = degraded_;
-  std::string cmd_name = fmt::format("cmd-{}", next_command_++);
-  ASSIGN_OR_RETURN(std::unique_ptr<Cgroup> cg, cgroup_->CreateChild(cmd_name),
-                   "create command cgroup");
-  // The command's own limits equal the sandbox's, so an OOM kill or a refused fork is counted
-  // in the command's cgroup, where we read it.
-  CgroupLimits limits;
-  if (!Allowed(degraded_, "cgroup-memory")) limits.memory_bytes = s.resources.memory_mb << 20;
-  if (!Allowed(degraded_, "cgroup-pids")) limits.pids_max = s.process.pids_limit;
-  RETURN_IF_ERROR(cg->SetLimits(limits), "set command cgroup limits");
+  std::unique_ptr<Cgroup> cg = std::move(next_cgroup_);
+  if (!cg) {
+    ASSIGN_OR_RETURN(cg, NewCommandCgroup());
+  }
 
   int out[2], err[2], in[2] = {-1, -1};  // NOLINT
   if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) return ErrnoStatus(errno, "pipe");
@@ -792,6 +813,9 @@ absl::Status NativeSandbox::Destroy() {
     if (options_.egress.blocked != nullptr) options_.egress.blocked->Forget(id_);
     egress_active_ = false;
   }
+  if (next_cgroup_)
+    status.Update(Annotate(next_cgroup_->Destroy(), "remove unused command cgroup"));
+  next_cgroup_.reset();
   if (cgroup_) status.Update(Annotate(cgroup_->Destroy(), "remove cgroup"));
   if (!run_dir_.empty()) status.Update(Annotate(RemoveTree(run_dir_), "remove run directory"));
   timings_.destroy = Since(t0);

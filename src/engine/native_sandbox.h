@@ -127,6 +127,8 @@ class NativeSandbox {
   // sandbox.
   absl::StatusOr<pid_t> Spawn(const init::SpawnRequest& request, UniqueFd (&stdio)[3],
                               Cgroup& cgroup);
+  // A cgroup cmd-N for the next command, with the sandbox's memory and pids limits.
+  absl::StatusOr<std::unique_ptr<Cgroup>> NewCommandCgroup();
 
   SandboxOptions options_;
   SandboxId id_;
@@ -134,7 +136,8 @@ class NativeSandbox {
   std::string log_dir_;
   std::vector<std::string> degraded_;
   std::unique_ptr<Cgroup> cgroup_;
-  std::unique_ptr<Cgroup> init_cgroup_;
+  std::unique_ptr<Cgroup> init_cgroup_;  // v2 only (v1 keeps init in cgroup_)
+  std::unique_ptr<Cgroup> next_cgroup_;  // made while the sandbox starts, for the first Exec
   std::string seccomp_filter_;
   UniqueFd control_;  // our end of airlock-init's control socket
   UniqueFd init_pidfd_;
