@@ -538,7 +538,7 @@ absl::StatusOr<pid_t> NativeSandbox::Spawn(const init::SpawnRequest& request,
   for (UniqueFd& fd : stdio) fd.Reset();
   entry.fds.clear();
 
-  // The reply carries a pidfd of the new process; it waits until we have put it in its cgroup.
+  // The reply carries a pidfd of the new process (which, with kNone, waits for kStart).
   init::MessageType type;
   std::string payload;
   int fds[init::kMaxFds];
@@ -561,6 +561,7 @@ absl::StatusOr<pid_t> NativeSandbox::Spawn(const init::SpawnRequest& request,
     ASSIGN_OR_RETURN(pid_t host_pid, PidFromPidfd(received[0].get()), "locate the new process");
     RETURN_IF_ERROR(cgroup.AddProcess(host_pid), "place the new process in its cgroup");
   }
+  if (self_join) return ns_pid;  // it has joined its cgroup and started by itself
   init::Writer start;
   start.I32(ns_pid);
   if (int e = init::SendMessage(control_.get(), init::MessageType::kStart, start.data()); e != 0) {
