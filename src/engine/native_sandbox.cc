@@ -800,8 +800,20 @@ absl::Status NativeSandbox::Destroy() {
   auto t0 = Clock::now();
   absl::Status status;
   // Closing the control socket makes airlock-init exit; the kernel then kills every other
-  // process of its pid namespace.
+  // process of its pid namespace. What does not need them gone is done while that happens.
   control_.Reset();
+  if (egress_active_) {
+    status.Update(Annotate(options_.egress.proxy->RemoveSandbox(id_), "egress proxy"));
+    if (options_.egress.blocked != nullptr) options_.egress.blocked->Forget(id_);
+    egress_active_ = false;
+  }
+  if (next_cgroup_) {
+    status.Update(Annotate(next_cgroup_->Destroy(), "remove unused command cgroup"));
+    next_cgroup_.reset();
+  }
+  // Only host-side files: mount points (whose mounts live in the sandbox's mount namespace),
+  // generated output, sockets.
+  if (!run_dir_.empty()) status.Update(Annotate(RemoveTree(run_dir_), "remove run directory"));
   if (init_pid_ > 0) {
     struct pollfd p = {init_pidfd_.get(), POLLIN, 0};
     if (::poll(&p, 1, 2000) <= 0 && cgroup_) status.Update(cgroup_->Kill());
@@ -809,16 +821,7 @@ absl::Status NativeSandbox::Destroy() {
     init_pid_ = -1;
   }
   init_pidfd_.Reset();
-  if (egress_active_) {
-    status.Update(Annotate(options_.egress.proxy->RemoveSandbox(id_), "egress proxy"));
-    if (options_.egress.blocked != nullptr) options_.egress.blocked->Forget(id_);
-    egress_active_ = false;
-  }
-  if (next_cgroup_)
-    status.Update(Annotate(next_cgroup_->Destroy(), "remove unused command cgroup"));
-  next_cgroup_.reset();
   if (cgroup_) status.Update(Annotate(cgroup_->Destroy(), "remove cgroup"));
-  if (!run_dir_.empty()) status.Update(Annotate(RemoveTree(run_dir_), "remove run directory"));
   timings_.destroy = Since(t0);
   return status;
 }

@@ -32,30 +32,26 @@ const char* SplitParent(const char* path, char* buf, size_t size) {
   return slash ? slash + 1 : path;
 }
 
+// mkdir -p beneath root_fd. Usually only the last component is missing, so the parent is
+// tried first and the path is walked up only when it is missing too.
 int MkdirAll(int root_fd, const char* path, mode_t mode) {
-  char prefix[4096];
-  size_t n = std::strlen(path);
-  if (n >= sizeof(prefix)) return ENAMETOOLONG;
-  for (size_t i = 1; i <= n; ++i) {
-    if (i != n && path[i] != '/') continue;
-    std::memcpy(prefix, path, i);
-    prefix[i] = '\0';
-    int fd = Resolve(root_fd, prefix);
-    if (fd >= 0) {
-      ::close(fd);
-      continue;
-    }
-    if (errno != ENOENT) return errno;
-    char parent[4096];
-    const char* leaf = SplitParent(prefix, parent, sizeof(parent));
-    int pfd = Resolve(root_fd, parent);
+  char parent[4096];
+  const char* leaf = SplitParent(path, parent, sizeof(parent));
+  int pfd = Resolve(root_fd, parent);
+  if (pfd < 0) {
+    if (errno != ENOENT || *parent == '\0') return errno;
+    if (int err = MkdirAll(root_fd, parent, mode); err != 0) return err;
+    pfd = Resolve(root_fd, parent);
     if (pfd < 0) return errno;
-    int rc = ::mkdirat(pfd, leaf, mode);
-    int err = errno;
-    ::close(pfd);
-    if (rc != 0 && err != EEXIST) return err;
   }
-  return 0;
+  if (*leaf == '\0') {  // the root itself
+    ::close(pfd);
+    return 0;
+  }
+  int rc = ::mkdirat(pfd, leaf, mode);
+  int err = errno;
+  ::close(pfd);
+  return rc != 0 && err != EEXIST ? err : 0;
 }
 
 int SetAttr(int mnt_fd, uint64_t attr) {
