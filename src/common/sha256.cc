@@ -1,34 +1,30 @@
 #include "common/sha256.h"
 
-// OpenSSL's one-shot SHA-256 functions (deprecated in 3.0 in favour of EVP, still shipped) run
-// the same implementation as EVP without its provider machinery, whose first use in a process
-// costs 1-3 ms: the price of a hashed empty output in every `airlock run`.
-#define OPENSSL_SUPPRESS_DEPRECATED
-#include <openssl/sha.h>
+#include <nettle/sha2.h>
 
 namespace airlock {
 
 struct Sha256::State {
-  SHA256_CTX ctx;
+  struct sha256_ctx ctx;
 };
 
-Sha256::Sha256() : state_(std::make_unique<State>()) { SHA256_Init(&state_->ctx); }
+Sha256::Sha256() : state_(std::make_unique<State>()) { sha256_init(&state_->ctx); }
 
 Sha256::~Sha256() = default;
 Sha256::Sha256(Sha256&&) noexcept = default;
 Sha256& Sha256::operator=(Sha256&&) noexcept = default;
 
 void Sha256::Update(std::string_view data) {
-  SHA256_Update(&state_->ctx, data.data(), data.size());
+  sha256_update(&state_->ctx, data.size(), reinterpret_cast<const uint8_t*>(data.data()));
 }
 
 std::string Sha256::HexDigest() {
-  unsigned char md[SHA256_DIGEST_LENGTH];
-  SHA256_Final(md, &state_->ctx);
+  uint8_t md[SHA256_DIGEST_SIZE];
+  sha256_digest(&state_->ctx, sizeof(md), md);
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
-  out.reserve(2 * SHA256_DIGEST_LENGTH);
-  for (unsigned char b : md) {
+  out.reserve(2 * sizeof(md));
+  for (uint8_t b : md) {
     out.push_back(kHex[b >> 4]);
     out.push_back(kHex[b & 15]);
   }
