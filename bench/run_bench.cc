@@ -7,8 +7,9 @@
 //
 // What it prints, in order:
 //   1. start-up: `airlock run --level L -- /bin/true` against bwrap --unshare-all with
-//      equivalent read-only mounts, /proc, /dev and a /tmp (levels 2 and 1), and the floor of
-//      both processes (`--version`);
+//      equivalent read-only mounts, /proc, /dev and a /tmp (levels 2 and 1), in wall time and in
+//      CPU time of all their processes (rusage of the waited-for tree; steadier than wall time
+//      on a shared machine), and the floor of both processes (`--version`);
 //   2. where a start goes: the engine's own timings, in-process (NativeSandbox::Timings), and
 //      what the `airlock` process adds around them;
 //   3. the exec round trip of a warm sandbox: Exec(/bin/true) on a running sandbox;
@@ -24,6 +25,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -59,7 +61,8 @@ double Percentile(std::vector<double> v, double p) {
 double Median(const std::vector<double>& v) { return Percentile(v, 0.5); }
 
 struct Spawned {
-  double ms = -1;  // wall time from spawn to exit; -1 if it failed
+  double ms = -1;      // wall time from spawn to exit; -1 if it failed
+  double cpu_ms = -1;  // user + system CPU of the process and every descendant it waited for
   std::string out;
 };
 
@@ -90,9 +93,14 @@ Spawned Run(const std::vector<std::string>& argv, char* const* env = nullptr) {
   while ((n = read(out[0], buf, sizeof(buf))) > 0) r.out.append(buf, static_cast<size_t>(n));
   close(out[0]);
   int status;
-  waitpid(pid, &status, 0);
+  struct rusage ru = {};
+  wait4(pid, &status, 0, &ru);
   double ms = Ms(Clock::now() - t0);
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) r.ms = ms;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    r.ms = ms;
+    auto tv_ms = [](const timeval& t) { return t.tv_sec * 1e3 + t.tv_usec / 1e3; };
+    r.cpu_ms = tv_ms(ru.ru_utime) + tv_ms(ru.ru_stime);
+  }
   return r;
 }
 
@@ -229,11 +237,21 @@ int main(int argc, char** argv) {
     std::vector<std::string> ours = {airlock_bin, "run",   "--level", std::to_string(level),
                                      "--log-dir", log_dir, "--",      "/bin/true"};
     std::vector<std::string> ref = Bwrap({"--", "/bin/true"});
+    // CPU time is steadier than wall time on a shared machine: both are printed.
+    std::vector<double> ours_cpu, ref_cpu;
+    // (Alternate's warm-up run of each side is the first call: not counted.)
+    auto timed = [](const std::vector<std::string>& cmd, std::vector<double>* cpu, int* calls) {
+      Spawned r = Run(cmd);
+      if (r.ms >= 0 && (*calls)++ > 0) cpu->push_back(r.cpu_ms);
+      return r.ms;
+    };
+    int ours_calls = 0, ref_calls = 0;
     Alternate(
-        "start", runs, [&] { return Run(ours).ms; }, &run_ms[level], [&] { return Run(ref).ms; },
-        &bwrap_ms[level]);
+        "start", runs, [&] { return timed(ours, &ours_cpu, &ours_calls); }, &run_ms[level],
+        [&] { return timed(ref, &ref_cpu, &ref_calls); }, &bwrap_ms[level]);
     Row(fmt::format("level {}: airlock run -- /bin/true", level), "airlock run", run_ms[level],
         "bwrap", bwrap_ms[level]);
+    Row("  CPU of all its processes", "airlock run", ours_cpu, "bwrap", ref_cpu);
   }
   Alternate(
       "process floor", runs,
