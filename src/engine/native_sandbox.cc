@@ -353,6 +353,7 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
                         : 0;
   in.spec_json = spec::ToJson(s).dump(2);
   RETURN_IF_ERROR(MakeDirs(sb->run_dir_ + "/root", 0755));
+  RETURN_IF_ERROR(MakeDirs(sb->run_dir_ + "/setup", 0755));
   RETURN_IF_ERROR(MakeDirs(sb->log_dir_, 0700));
   if (wants_egress) {
     // The proxy's socket for this sandbox, bound into it at /run/egress.sock; the run directory
@@ -371,8 +372,12 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
   if (!Allowed(sb->degraded_, "cgroup-pids")) limits.pids_max = s.process.pids_limit;
   if (!Allowed(sb->degraded_, "cgroup-cpu")) limits.cpu_cores = s.resources.cpu;
   RETURN_IF_ERROR(sb->cgroup_->SetLimits(limits), "set cgroup limits");
-  ASSIGN_OR_RETURN(sb->init_cgroup_, sb->cgroup_->CreateChild("init"), "create init cgroup");
-  ASSIGN_OR_RETURN(sb->seccomp_filter_, internal::BuildSeccompFilter(), "build seccomp filter");
+  // cgroup v2 allows processes only in leaves once controllers are enabled below: airlock-init
+  // gets its own. On v1 it stays in the sandbox's cgroup, which saves a cgroup per hierarchy.
+  if (sb->cgroup_->version() == CgroupVersion::kV2) {
+    ASSIGN_OR_RETURN(sb->init_cgroup_, sb->cgroup_->CreateChild("init"), "create init cgroup");
+  }
+  sb->seccomp_filter_ = internal::DefaultSeccompFilter();
   sb->timings_.prepare = Since(t0);
 
   RETURN_IF_ERROR(sb->Launch(setup), fmt::format("start sandbox {}", sb->id_.value()));
@@ -413,7 +418,8 @@ absl::Status NativeSandbox::Launch(Setup& setup) {
   args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
   args.exit_signal = SIGCHLD;
   // No migration by us: v2 clones straight into the cgroup, v1 has the child move itself.
-  ASSIGN_OR_RETURN(Cgroup::Entry entry, init_cgroup_->OpenEntry(), "open cgroup");
+  Cgroup& init_cgroup = init_cgroup_ ? *init_cgroup_ : *cgroup_;
+  ASSIGN_OR_RETURN(Cgroup::Entry entry, init_cgroup.OpenEntry(), "open cgroup");
   if (entry.mode == Cgroup::Entry::Mode::kCloneInto) {
     args.flags |= CLONE_INTO_CGROUP;
     args.cgroup = static_cast<uint64_t>(entry.fds[0].get());
@@ -437,6 +443,12 @@ absl::Status NativeSandbox::Launch(Setup& setup) {
   char go = 1;
   if (::write(sync_w.get(), &go, 1) != 1) return ErrnoStatus(errno, "release sandbox process");
   timings_.clone = Since(t0);
+
+  // While the child builds its mount tree, make the first command's cgroup (Exec would
+  // otherwise do it on its own critical path). A failure here is reported by Exec, which
+  // tries again.
+  next_cgroup_number_ = next_command_++;
+  if (auto cg = NewCommandCgroup(next_cgroup_number_); cg.ok()) next_cgroup_ = *std::move(cg);
 
   auto t1 = Clock::now();
   internal::ChildError err{};
@@ -553,23 +565,29 @@ absl::StatusOr<pid_t> NativeSandbox::Spawn(const init::SpawnRequest& request, Un
     std::lock_guard lock(control_mu_);
     if (init_gone_) return absl::UnavailableError("airlock-init has exited; the sandbox is gone");
     spawned_reply_.reset();
+    // A self-joining process runs as soon as it is forked and may exit before we read the reply:
+    // the control reader registers its slot as it reads kSpawned, before any kExited of it.
+    spawn_exit_slot_ = std::move(exit_slot);
     if (int e = init::SendMessage(control_.get(), init::MessageType::kSpawn, init::EncodeSpawn(req),
                                   fds_out.data(), static_cast<int>(fds_out.size()));
         e != 0) {
+      spawn_exit_slot_.reset();
       return ErrnoStatus(e, "send spawn request to airlock-init");
     }
   }
   for (UniqueFd& fd : stdio) fd.Reset();
   entry.fds.clear();
 
-  // The reply carries a pidfd of the new process; it waits until we have put it in its cgroup.
+  // The reply carries a pidfd of the new process (which, with kNone, waits for kStart).
   std::pair<std::string, std::vector<UniqueFd>> reply;
   {
     std::unique_lock lock(control_mu_);
     if (!spawned_cv_.wait_for(lock, std::chrono::seconds(30),
                               [&] { return spawned_reply_.has_value() || init_gone_; })) {
+      spawn_exit_slot_.reset();
       return absl::DeadlineExceededError("airlock-init did not answer a spawn request in 30 s");
     }
+    spawn_exit_slot_.reset();
     if (!spawned_reply_) return absl::UnavailableError("airlock-init exited during a spawn");
     reply = std::move(*spawned_reply_);
     spawned_reply_.reset();
@@ -580,21 +598,47 @@ absl::StatusOr<pid_t> NativeSandbox::Spawn(const init::SpawnRequest& request, Un
   pid_t ns_pid = r.I32();
   if (!r.done()) return Internal("airlock-init sent an unexpected reply to a spawn request");
   if (spawn_errno != 0) return ErrnoStatus(spawn_errno, "airlock-init could not fork");
-  if (reply.second.size() != 1) return Internal("airlock-init sent no pidfd");
-  if (!self_join) {
-    ASSIGN_OR_RETURN(pid_t host_pid, PidFromPidfd(reply.second[0].get()), "locate the new process");
-    RETURN_IF_ERROR(cgroup.AddProcess(host_pid), "place the new process in its cgroup");
+  auto forget_exit = [&] {
+    std::lock_guard lock(control_mu_);
+    exits_.erase(ns_pid);
+  };
+  if (reply.second.size() != 1) {
+    forget_exit();
+    return Internal("airlock-init sent no pidfd");
+  }
+  if (self_join) return ns_pid;  // it has joined its cgroup and started by itself
+  absl::StatusOr<pid_t> host_pid = PidFromPidfd(reply.second[0].get());
+  absl::Status placed =
+      host_pid.ok() ? Annotate(cgroup.AddProcess(*host_pid), "place the new process in its cgroup")
+                    : Annotate(host_pid.status(), "locate the new process");
+  if (!placed.ok()) {
+    forget_exit();
+    return placed;
   }
   init::Writer start;
   start.I32(ns_pid);
   std::lock_guard lock(control_mu_);
-  // Registered before kStart: the process cannot exit before it has been released.
-  if (exit_slot) exits_[ns_pid] = std::move(exit_slot);
   if (int e = init::SendMessage(control_.get(), init::MessageType::kStart, start.data()); e != 0) {
     exits_.erase(ns_pid);
     return ErrnoStatus(e, "release the new process");
   }
   return ns_pid;
+}
+
+absl::StatusOr<std::unique_ptr<Cgroup>> NativeSandbox::NewCommandCgroup(int number) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Cgroup> cg, cgroup_->CreateChild(fmt::format("cmd-{}", number)),
+                   "create command cgroup");
+  // The command's own limits equal the sandbox's, so an OOM kill or a refused fork is counted
+  // in the command's cgroup, where we read it.
+  const spec::SandboxSpec& s = options_.spec;
+  CgroupLimits limits;
+  if (!Allowed(degraded_, "cgroup-memory")) limits.memory_bytes = s.resources.memory_mb << 20;
+  if (!Allowed(degraded_, "cgroup-pids")) limits.pids_max = s.process.pids_limit;
+  if (absl::Status st = cg->SetLimits(limits); !st.ok()) {
+    (void)cg->Destroy();
+    return Annotate(st, "set command cgroup limits");
+  }
+  return cg;
 }
 
 void NativeSandbox::ReadControl() {
@@ -609,6 +653,14 @@ void NativeSandbox::ReadControl() {
     if (e != 0) break;
     if (type == init::MessageType::kSpawned) {
       std::lock_guard lock(control_mu_);
+      init::Reader r(payload);
+      r.U64();
+      int spawn_errno = r.I32();
+      pid_t pid = r.I32();
+      if (r.done() && spawn_errno == 0 && spawn_exit_slot_) {
+        exits_[pid] = std::move(spawn_exit_slot_);
+      }
+      spawn_exit_slot_.reset();
       spawned_reply_.emplace(std::move(payload), std::move(received));
       spawned_cv_.notify_all();
     } else if (type == init::MessageType::kExited) {
@@ -740,20 +792,17 @@ absl::StatusOr<std::unique_ptr<RunningCommand>> NativeSandbox::Start(const Comma
   }
   st->result.command_id = options.command_id.empty() ? CommandId::New() : options.command_id;
   st->result.degraded = degraded_;
-  int number = next_command_++;
+  int number = 0;
   {
+    // The first command takes the cgroup made while the sandbox started.
     std::lock_guard lock(cgroup_mu_);
-    ASSIGN_OR_RETURN(st->cg, cgroup_->CreateChild(fmt::format("cmd-{}", number)),
-                     "create command cgroup");
-  }
-  // The command's own limits equal the sandbox's, so an OOM kill or a refused fork is counted
-  // in the command's cgroup, where we read it.
-  CgroupLimits limits;
-  if (!Allowed(degraded_, "cgroup-memory")) limits.memory_bytes = s.resources.memory_mb << 20;
-  if (!Allowed(degraded_, "cgroup-pids")) limits.pids_max = s.process.pids_limit;
-  if (absl::Status l = st->cg->SetLimits(limits); !l.ok()) {
-    (void)st->cg->Destroy();
-    return Annotate(l, "set command cgroup limits");
+    if (next_cgroup_) {
+      st->cg = std::move(next_cgroup_);
+      number = next_cgroup_number_;
+    } else {
+      number = next_command_++;
+      ASSIGN_OR_RETURN(st->cg, NewCommandCgroup(number));
+    }
   }
   auto destroy_cgroup = [&] { (void)st->cg->Destroy(); };
 
@@ -934,7 +983,7 @@ absl::StatusOr<CommandResult> RunningCommand::Wait() {
       result.timed_out = true;
       kill_tree();
     }
-    // On cgroup v1 a new process moves itself into its cgroup once released, so a kill right
+    // On cgroup v1 a new process moves itself into its cgroup as it starts, so a kill right
     // after Start can find the cgroup still empty: repeat it until the command is gone.
     if (tree_killed && !exited && !sb.paused_ && Clock::now() - last_kill > milliseconds(100)) {
       last_kill = Clock::now();
@@ -1037,10 +1086,22 @@ absl::Status NativeSandbox::Destroy() {
   auto t0 = Clock::now();
   absl::Status status;
   // Closing the control socket makes airlock-init exit; the kernel then kills every other
-  // process of its pid namespace.
+  // process of its pid namespace. What does not need them gone is done while that happens.
   if (control_) ::shutdown(control_.get(), SHUT_RDWR);  // wakes the control reader
   if (control_reader_.joinable()) control_reader_.join();
   control_.Reset();
+  if (egress_active_) {
+    status.Update(Annotate(options_.egress.proxy->RemoveSandbox(id_), "egress proxy"));
+    if (options_.egress.blocked != nullptr) options_.egress.blocked->Forget(id_);
+    egress_active_ = false;
+  }
+  if (next_cgroup_) {
+    status.Update(Annotate(next_cgroup_->Destroy(), "remove unused command cgroup"));
+    next_cgroup_.reset();
+  }
+  // Only host-side files: mount points (whose mounts live in the sandbox's mount namespace),
+  // generated output, sockets.
+  if (!run_dir_.empty()) status.Update(Annotate(RemoveTree(run_dir_), "remove run directory"));
   if (init_pid_ > 0) {
     struct pollfd p = {init_pidfd_.get(), POLLIN, 0};
     if (::poll(&p, 1, 2000) <= 0 && cgroup_) status.Update(cgroup_->Kill());
@@ -1048,13 +1109,7 @@ absl::Status NativeSandbox::Destroy() {
     init_pid_ = -1;
   }
   init_pidfd_.Reset();
-  if (egress_active_) {
-    status.Update(Annotate(options_.egress.proxy->RemoveSandbox(id_), "egress proxy"));
-    if (options_.egress.blocked != nullptr) options_.egress.blocked->Forget(id_);
-    egress_active_ = false;
-  }
   if (cgroup_) status.Update(Annotate(cgroup_->Destroy(), "remove cgroup"));
-  if (!run_dir_.empty()) status.Update(Annotate(RemoveTree(run_dir_), "remove run directory"));
   std::lock_guard lock(timings_mu_);
   timings_.destroy = Since(t0);
   return status;

@@ -257,8 +257,9 @@ class NativeSandbox {
   absl::Status Launch(Setup& setup);
   absl::Status WaitReady(std::chrono::milliseconds timeout);
   absl::Status StartForwarder();
-  // Has airlock-init start a process (waiting in its cgroup before it runs); its pid in the
-  // sandbox. With `exit_slot`, the process's end is reported there.
+  // Has airlock-init start a process in `cgroup` (on v1 it joins by itself and runs at once; on
+  // v2 it waits until we have placed it); its pid in the sandbox. With `exit_slot`, the
+  // process's end is reported there.
   absl::StatusOr<pid_t> Spawn(const init::SpawnRequest& request, UniqueFd (&stdio)[3],
                               Cgroup& cgroup, std::shared_ptr<ExitSlot> exit_slot = nullptr);
   void ReadControl();  // the control reader thread
@@ -269,6 +270,8 @@ class NativeSandbox {
   absl::StatusOr<std::vector<FileInfo>> FileOpResult(init::FileOp op, const std::string& path,
                                                      uint32_t flags, uint32_t mode);
   void RecordTimings(const Timings& command);
+  // A cgroup cmd-`number` for a command, with the sandbox's memory and pids limits.
+  absl::StatusOr<std::unique_ptr<Cgroup>> NewCommandCgroup(int number);
 
   SandboxOptions options_;
   SandboxId id_;
@@ -277,7 +280,10 @@ class NativeSandbox {
   std::vector<std::string> degraded_;
   std::mutex cgroup_mu_;  // cgroup_ is shared by concurrent Start/Pause/Resume
   std::unique_ptr<Cgroup> cgroup_;
-  std::unique_ptr<Cgroup> init_cgroup_;
+  std::unique_ptr<Cgroup> init_cgroup_;  // v2 only (v1 keeps init in cgroup_)
+  // Made while the sandbox starts, for the first command (under cgroup_mu_).
+  std::unique_ptr<Cgroup> next_cgroup_;
+  int next_cgroup_number_ = 0;
   std::atomic<bool> paused_{false};
   std::string seccomp_filter_;
   UniqueFd control_;  // our end of airlock-init's control socket
@@ -294,6 +300,7 @@ class NativeSandbox {
   std::mutex control_mu_;  // guards what follows, and sends on control_
   std::condition_variable spawned_cv_;
   std::optional<std::pair<std::string, std::vector<UniqueFd>>> spawned_reply_;
+  std::shared_ptr<ExitSlot> spawn_exit_slot_;  // for the spawn in flight (see Spawn)
   std::map<pid_t, std::shared_ptr<ExitSlot>> exits_;
   bool init_gone_ = false;
   std::thread control_reader_;

@@ -85,8 +85,8 @@ void ExecSearching(const std::vector<char*>& argv, const std::vector<char*>& env
   errno = saved;
 }
 
-// Runs in the forked child: waits for the host to place it in its cgroup, then becomes the
-// command. Never returns.
+// Runs in the forked child: enters its cgroup (kWriteSelf) or waits for the host to place it
+// there (kStart), then becomes the command. Never returns.
 [[noreturn]] void RunCommand(const SpawnRequest& req, const int* fds, int nfds, int start_fd,
                              int setup_fd) {
   // Into our cgroup before anything else, by moving ourselves (single-threaded): no migration.
@@ -101,7 +101,7 @@ void ExecSearching(const std::vector<char*>& argv, const std::vector<char*>& env
   for (int s = 1; s < NSIG; ++s) signal(s, SIG_DFL);
 
   char go;
-  if (::read(start_fd, &go, 1) != 1) _exit(125);  // the host gave up on this command
+  if (start_fd >= 0 && ::read(start_fd, &go, 1) != 1) _exit(125);  // the host gave up on it
 
   ::setsid();
   for (int i = 0; i < 3; ++i) {
@@ -254,12 +254,13 @@ int Serve() {
           bool joins_ok = req.cgroup_join == CgroupJoin::kWriteSelf ? nfds > 3 : nfds == 3;
           if (!decoded || !joins_ok) {
             spawn_err = EINVAL;
-          } else if (::pipe2(start, O_CLOEXEC) != 0 || ::pipe2(setup, O_CLOEXEC) != 0) {
+          } else if ((req.cgroup_join == CgroupJoin::kNone && ::pipe2(start, O_CLOEXEC) != 0) ||
+                     ::pipe2(setup, O_CLOEXEC) != 0) {
             spawn_err = errno;
           } else {
             pid = ::fork();
             if (pid == 0) {
-              ::close(start[1]);
+              if (start[1] >= 0) ::close(start[1]);
               ::close(setup[0]);
               RunCommand(req, fds, nfds, start[0], setup[1]);
             }

@@ -13,6 +13,7 @@
 //   init -> host  kSpawned     {u64 id, i32 errno (0 = forked), i32 pid (in the sandbox)}
 //                              + fd {pidfd of the process} when errno == 0
 //   host -> init  kStart       {i32 pid}: the host has placed the process in its cgroup; run it
+//                              (kNone only)
 //   host -> init  kSignal      {i32 pid, i32 signal}: signal the process group of pid
 //   init -> host  kExited      {i32 pid, i32 wait status, i32 SetupStage, i32 errno}
 //   host -> init  kFileOp      {u64 id, u32 FileOp, string path, u32 mode, u32 flags,
@@ -30,9 +31,10 @@
 //
 // With kWriteSelf (cgroup v1), the cgroup fds are "tasks" files the process writes "0" to
 // before anything else: it moves itself, with no migration by anyone (engine/cgroup.h,
-// Cgroup::Entry). With kNone the host places the process before kStart.
+// Cgroup::Entry), and goes on without waiting for the host. With kNone the host places the
+// process in its cgroup, then sends kStart.
 //
-// The spawned process waits for kStart, then: new session, stdio, every other fd closed,
+// The spawned process (after kStart with kNone): new session, stdio, every other fd closed,
 // working directory, rlimits, seccomp filter last, execve (PATH searched in its own env). If it
 // cannot start it writes "airlock: ..." to its stderr and exits 127 (not found) or 126.
 //
@@ -47,7 +49,7 @@
 
 namespace airlock::init {
 
-inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint32_t kProtocolVersion = 2;
 inline constexpr uint32_t kMaxPayload = 16u << 20;
 inline constexpr int kControlFd = 3;  // where airlock-init finds its control socket
 inline constexpr int kMaxFds = 16;

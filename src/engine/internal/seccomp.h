@@ -3,6 +3,7 @@
 #define AIRLOCK_ENGINE_INTERNAL_SECCOMP_H_
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -14,6 +15,11 @@ namespace airlock::engine::internal {
 // operations answered with an errno, and SECCOMP_RET_KILL_PROCESS for everything else
 // (including foreign-architecture and x32 system calls).
 absl::StatusOr<std::string> BuildSeccompFilter();
+
+// The same default profile, compiled by BuildSeccompFilter() when airlock was built
+// (seccomp_gen.cc writes it into the engine library): what sandboxes use, with no libseccomp
+// work at run time. seccomp_test checks that both are the same program.
+std::string_view DefaultSeccompFilter();
 
 // Names of the system calls that are always denied, whatever the spec says (for docs and
 // for the supervisor's "cannot re-allow" check).
