@@ -339,7 +339,8 @@ TEST(ValidateTest, Process) {
        },
        {"process.syscalls[1].names: must list at least one syscall",
         "process.syscalls[2].names[0]: must not be empty",
-        "process.syscalls[2].names[1]: unknown syscall \"not_a_syscall\"",
+        "process.syscalls[2].names[1]: unknown system call \"not_a_syscall\" on x86_64 and "
+        "aarch64",
         "process.syscalls[3].action: \"deny\" is not one of: allow, errno(NAME), kill, trace, "
         "notify",
         "process.syscalls[4].action: unknown errno name in \"errno(ENOTANERRNO)\"",
@@ -349,6 +350,13 @@ TEST(ValidateTest, Process) {
         "process.syscalls[7].args[1].op: \"gte\" is not one of: eq, ne, lt, le, gt, ge, masked_eq",
         "process.syscalls[7].args[2].mask: must be set (non-zero) with op masked_eq",
         "process.syscalls[7].args[3].mask: only used with op masked_eq"}},
+      {"names of either architecture",
+       [](SandboxSpec& s) {
+         // open exists on x86_64 only, renameat2 on both; socketcall on neither (i386 only).
+         s.process.syscalls = {Syscalls({"open", "renameat2", "socketcall"}, "errno(EPERM)")};
+       },
+       {"process.syscalls[0].names[2]: unknown system call \"socketcall\" on x86_64 and "
+        "aarch64"}},
       {"notify needs notify supervisor",
        [](SandboxSpec& s) { s.process.syscalls = {Syscalls({"connect"}, "notify")}; },
        {"process.syscalls[0].action: notify needs process.supervisor notify"}},
