@@ -8,8 +8,6 @@
 //
 // Static binary, plain libc and libstdc++: it must run from any root filesystem.
 #include <fcntl.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -133,14 +131,11 @@ void ExecSearching(const std::vector<char*>& argv, const std::vector<char*>& env
   for (std::string& e : env_copy) envp.push_back(e.data());
   envp.push_back(nullptr);
 
-  // The seccomp filter goes on last: nothing after it but the exec.
-  if (!req.seccomp_filter.empty()) {
-    struct sock_fprog prog;
-    prog.len = static_cast<unsigned short>(req.seccomp_filter.size() / sizeof(struct sock_filter));
-    prog.filter = reinterpret_cast<struct sock_filter*>(const_cast<char*>(req.seccomp_filter.data()));
-    if (::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) {
-      Fail(setup_fd, SetupStage::kSeccomp, errno, "seccomp", "");
-    }
+  // The seccomp filters go on last: nothing after them but the exec.
+  if (int err =
+          InstallFilters(req.seccomp_filter, req.policy_filter, req.policy_listener, kListenerFd);
+      err != 0) {
+    Fail(setup_fd, SetupStage::kSeccomp, err, "seccomp", "");
   }
   ExecSearching(argv, envp);
   Fail(setup_fd, SetupStage::kExec, errno, "cannot run ", req.argv[0].c_str());

@@ -98,6 +98,8 @@ std::string EncodeSpawn(const SpawnRequest& req) {
   }
   w.Bytes(req.seccomp_filter);
   w.U32(static_cast<uint32_t>(req.cgroup_join));
+  w.Bytes(req.policy_filter);
+  w.U32(static_cast<uint32_t>(req.policy_listener));
   return w.data();
 }
 
@@ -121,6 +123,11 @@ bool DecodeSpawn(std::string_view payload, SpawnRequest* req) {
   uint32_t join = r.U32();
   if (join > static_cast<uint32_t>(CgroupJoin::kWriteSelf)) return false;
   req->cgroup_join = static_cast<CgroupJoin>(join);
+  req->policy_filter = r.Bytes();
+  uint32_t listener = r.U32();
+  if (listener > static_cast<uint32_t>(PolicyListener::kNotify)) return false;
+  req->policy_listener = static_cast<PolicyListener>(listener);
+  if (req->policy_listener == PolicyListener::kNotify && req->policy_filter.empty()) return false;
   return r.done() && !req->argv.empty();
 }
 
