@@ -12,10 +12,11 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <optional>
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <mutex>
+#include <optional>
 
 #include "command/capture.h"
 #include "command/finish.h"
@@ -60,11 +61,6 @@ absl::Status CheckSpecSupported(const spec::SandboxSpec& s) {
         "level {} ({}) is not served by the native backend, which provides levels 1 and 2",
         static_cast<int>(s.level), spec::ToString(s.level)));
   }
-  if (s.process.supervisor != spec::SupervisorMode::kNone || !s.process.syscalls.empty()) {
-    return FailedPrecondition(
-        "process.supervisor and process.syscalls need the syscall supervisor, which this build "
-        "does not provide yet");
-  }
   if (!s.process.capabilities.empty()) {
     return FailedPrecondition("process.capabilities: sandboxed commands never keep capabilities");
   }
@@ -85,6 +81,16 @@ absl::Status CheckSpecSupported(const spec::SandboxSpec& s) {
     return FailedPrecondition("images need the node daemon's image store; use rootfs instead");
   }
   return absl::OkStatus();
+}
+
+// The spec's syscall policy, checked against the built-in profile (InvalidArgument naming the
+// rule) and against what the kernel can provide (FailedPrecondition).
+absl::StatusOr<std::shared_ptr<const supervisor::SyscallPolicy>> CompileSyscallPolicy(
+    const spec::Process& process) {
+  ASSIGN_OR_RETURN(supervisor::SyscallPolicy policy,
+                   supervisor::SyscallPolicy::Compile(process, internal::TreatmentOf));
+  RETURN_IF_ERROR(supervisor::CheckAvailable(process.supervisor));
+  return std::make_shared<const supervisor::SyscallPolicy>(std::move(policy));
 }
 
 // Fails closed when the host lacks a protection the spec needs, unless the caller allowed it
@@ -274,6 +280,8 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
   auto t0 = Clock::now();
   if (options.cgroups == nullptr) return InvalidArgument("sandbox options: no cgroup driver");
   RETURN_IF_ERROR(CheckSpecSupported(options.spec));
+  ASSIGN_OR_RETURN(std::shared_ptr<const supervisor::SyscallPolicy> syscall_policy,
+                   CompileSyscallPolicy(options.spec.process));
   const bool wants_egress = options.spec.network.profile != spec::NetworkProfile::kNone;
   std::optional<netproxy::Policy> policy;
   if (wants_egress) {
@@ -307,6 +315,7 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
   sb->options_ = std::move(options);
   sb->id_ = SandboxId::New();
   sb->degraded_ = std::move(degraded);
+  sb->syscall_policy_ = std::move(syscall_policy);
   const spec::SandboxSpec& s = sb->options_.spec;
 
   RETURN_IF_ERROR(MakeDirs(sb->options_.run_dir_base, 0711));
@@ -350,7 +359,9 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
   if (!Allowed(sb->degraded_, "cgroup-cpu")) limits.cpu_cores = s.resources.cpu;
   RETURN_IF_ERROR(sb->cgroup_->SetLimits(limits), "set cgroup limits");
   ASSIGN_OR_RETURN(sb->init_cgroup_, sb->cgroup_->CreateChild("init"), "create init cgroup");
-  ASSIGN_OR_RETURN(sb->seccomp_filter_, internal::BuildSeccompFilter(), "build seccomp filter");
+  ASSIGN_OR_RETURN(sb->seccomp_filter_,
+                   internal::BuildSeccompFilter(sb->syscall_policy_->widened()),
+                   "build seccomp filter");
   sb->timings_.prepare = Since(t0);
 
   RETURN_IF_ERROR(sb->Start(setup), fmt::format("start sandbox {}", sb->id_.value()));
@@ -502,8 +513,9 @@ absl::Status NativeSandbox::UpdateNetworkPolicy(const spec::Network& network,
   return absl::OkStatus();
 }
 
-absl::StatusOr<pid_t> NativeSandbox::Spawn(const init::SpawnRequest& request,
-                                           UniqueFd (&stdio)[3], Cgroup& cgroup) {
+absl::StatusOr<pid_t> NativeSandbox::Spawn(
+    const init::SpawnRequest& request, UniqueFd (&stdio)[3], Cgroup& cgroup,
+    const std::function<absl::Status(int pidfd, pid_t host_pid)>& before_start) {
   // On cgroup v1 the process moves itself into its cgroup: a migration from here would take the
   // kernel's global cgroup lock, whose first use waits for an RCU grace period. On v2 (where
   // airlock-init, confined to its own cgroup namespace, may not clone into a sibling) we move it
@@ -546,9 +558,13 @@ absl::StatusOr<pid_t> NativeSandbox::Spawn(const init::SpawnRequest& request,
   }
   if (spawn_errno != 0) return ErrnoStatus(spawn_errno, "airlock-init could not fork");
   if (received.size() != 1) return Internal("airlock-init sent no pidfd");
-  if (!self_join) {
+  if (!self_join || before_start) {
     ASSIGN_OR_RETURN(pid_t host_pid, PidFromPidfd(received[0].get()), "locate the new process");
-    RETURN_IF_ERROR(cgroup.AddProcess(host_pid), "place the new process in its cgroup");
+    if (!self_join) {
+      RETURN_IF_ERROR(cgroup.AddProcess(host_pid), "place the new process in its cgroup");
+    }
+    // On failure the process stays blocked before its start until the caller kills its cgroup.
+    if (before_start) RETURN_IF_ERROR(before_start(received[0].get(), host_pid));
   }
   init::Writer start;
   start.I32(ns_pid);
@@ -570,8 +586,14 @@ absl::StatusOr<CommandResult> NativeSandbox::Exec(const CommandSpec& command,
   result.command_id = CommandId::New();
   result.degraded = degraded_;
   std::string cmd_name = fmt::format("cmd-{}", next_command_++);
-  ASSIGN_OR_RETURN(std::unique_ptr<Cgroup> cg, cgroup_->CreateChild(cmd_name),
+  ASSIGN_OR_RETURN(std::shared_ptr<Cgroup> cg, cgroup_->CreateChild(cmd_name),
                    "create command cgroup");
+  // The deadline below and the syscall supervisor (on its own thread) may both kill the command.
+  auto kill_mu = std::make_shared<std::mutex>();
+  auto kill_command = [cg, kill_mu] {
+    std::lock_guard<std::mutex> lock(*kill_mu);
+    return cg->Kill();
+  };
   // The command's own limits equal the sandbox's, so an OOM kill or a refused fork is counted
   // in the command's cgroup, where we read it.
   CgroupLimits limits;
@@ -605,10 +627,27 @@ absl::StatusOr<CommandResult> NativeSandbox::Exec(const CommandSpec& command,
   req.cwd = command.workdir.empty() ? s.workdir : command.workdir;
   req.rlimits = CommandRlimits(s);
   req.seccomp_filter = seccomp_filter_;
+  req.policy_filter = syscall_policy_->filter();
+  req.policy_listener = syscall_policy_->mode() == spec::SupervisorMode::kNotify
+                            ? init::PolicyListener::kNotify
+                            : init::PolicyListener::kNone;
   UniqueFd stdio[3] = {std::move(in_r), std::move(out_w), std::move(err_w)};
   uint64_t egress_mark =
       egress_active_ && options_.egress.blocked ? options_.egress.blocked->Mark(id_) : 0;
-  ASSIGN_OR_RETURN(pid_t ns_pid, Spawn(req, stdio, *cg), "start command");
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<supervisor::Supervisor> sup,
+      StartSupervisor([kill_command] { (void)kill_command(); }, options.syscall_events),
+      "start syscall supervisor");
+  std::function<absl::Status(int, pid_t)> attach;
+  if (sup) {
+    attach = [&sup](int pidfd, pid_t pid) { return sup->Attach({.pidfd = pidfd, .pid = pid}); };
+  }
+  absl::StatusOr<pid_t> spawned = Spawn(req, stdio, *cg, attach);
+  if (!spawned.ok()) {
+    (void)kill_command();  // a process that was not started may be waiting for its start
+    return Annotate(spawned.status(), "start command");
+  }
+  const pid_t ns_pid = *spawned;
   timings_.spawn = Since(t0);
 
   // Output goes to a private file first; the kept log is written redacted when the command ends.
@@ -630,7 +669,7 @@ absl::StatusOr<CommandResult> NativeSandbox::Exec(const CommandSpec& command,
   auto kill_tree = [&]() {
     if (tree_killed) return;
     tree_killed = true;
-    if (absl::Status k = cg->Kill(); !k.ok()) {
+    if (absl::Status k = kill_command(); !k.ok()) {
       Log().Warn("kill command tree", {{"sandbox", id_.value()}, {"error", Message(k)}});
     }
   };
@@ -718,6 +757,7 @@ absl::StatusOr<CommandResult> NativeSandbox::Exec(const CommandSpec& command,
     result.exit_code = -1;
     result.signal = WTERMSIG(wait_status);
   }
+  if (sup) FinishSupervisor(std::move(sup), !options.keep_background, result);
   ASSIGN_OR_RETURN(CgroupStats stats, cg->Stats(), "read command usage");
   if (!options.keep_background) {
     if (absl::Status d = cg->Destroy(); !d.ok()) {
@@ -742,6 +782,7 @@ absl::StatusOr<CommandResult> NativeSandbox::Exec(const CommandSpec& command,
     result.error = fmt::format("command setup step \"{}\": {}", init::ToString(setup_stage),
                                std::strerror(setup_errno));
   }
+  if (result.syscalls.killed) result.classification = Classification::kPolicyBlocked;
   if (result.signal == SIGSYS) {
     result.violations.push_back({"seccomp", "the command was killed for a forbidden system call",
                                  {{"signal", "SIGSYS"}}});
@@ -771,6 +812,36 @@ absl::StatusOr<CommandResult> NativeSandbox::Exec(const CommandSpec& command,
   return result;
 }
 
+absl::StatusOr<std::unique_ptr<supervisor::Supervisor>> NativeSandbox::StartSupervisor(
+    std::function<void()> kill, SyscallEventSink* events) {
+  if (syscall_policy_->mode() == spec::SupervisorMode::kNone) {
+    return std::unique_ptr<supervisor::Supervisor>();
+  }
+  return supervisor::Supervisor::Start(
+      {.policy = syscall_policy_, .kill_command = std::move(kill), .events = events});
+}
+
+void NativeSandbox::FinishSupervisor(std::unique_ptr<supervisor::Supervisor> sup, bool wait,
+                                     CommandResult& result) {
+  std::erase_if(lingering_supervisors_, [](const auto& s) { return s->WaitDone(milliseconds(0)); });
+  // The command's processes are gone (killed with its tree): the supervisor sees the last go.
+  bool done = sup->WaitDone(wait ? milliseconds(2000) : milliseconds(0));
+  result.syscalls = sup->Report();
+  constexpr size_t kMaxSyscallViolations = 16;
+  for (size_t i = 0; i < result.syscalls.denied_calls.size() && i < kMaxSyscallViolations; ++i) {
+    const SyscallEvent& e = result.syscalls.denied_calls[i];
+    std::string rule =
+        e.rule >= 0 ? fmt::format("process.syscalls[{}]", e.rule) : "process.syscallDefaultAction";
+    result.violations.push_back(
+        {"syscall", fmt::format("{} denied by {} ({})", e.syscall, rule, e.action), ToJson(e)});
+  }
+  if (!done) {
+    if (wait)
+      Log().Warn("syscall supervisor still busy after the command", {{"sandbox", id_.value()}});
+    lingering_supervisors_.push_back(std::move(sup));  // its processes live on (keep_background)
+  }
+}
+
 absl::Status NativeSandbox::Destroy() {
   if (destroyed_) return absl::OkStatus();
   destroyed_ = true;
@@ -786,6 +857,7 @@ absl::Status NativeSandbox::Destroy() {
     init_pid_ = -1;
   }
   init_pidfd_.Reset();
+  lingering_supervisors_.clear();  // their processes died with the sandbox
   if (egress_active_) {
     status.Update(Annotate(options_.egress.proxy->RemoveSandbox(id_), "egress proxy"));
     if (options_.egress.blocked != nullptr) options_.egress.blocked->Forget(id_);

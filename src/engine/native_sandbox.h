@@ -19,6 +19,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,6 +34,8 @@
 #include "netproxy/events.h"
 #include "netproxy/policy.h"
 #include "spec/sandbox_spec.h"
+#include "supervisor/policy.h"
+#include "supervisor/supervisor.h"
 
 namespace airlock::engine {
 
@@ -76,6 +79,10 @@ struct ExecOptions {
   // Leave processes the command started in the background running after it exits (they stay
   // in the sandbox, limited by its cgroup). Default: the command's whole tree is killed.
   bool keep_background = false;
+  // Receives the syscall supervisor's events while the command runs (process.supervisor notify
+  // or ptrace); not owned, must outlive the command. The same events end up, bounded, in
+  // CommandResult.syscalls.
+  SyscallEventSink* syscall_events = nullptr;
 };
 
 // Where the time of Create and Exec went (for the benchmark's breakdown).
@@ -125,8 +132,18 @@ class NativeSandbox {
   absl::Status StartForwarder();
   // Has airlock-init start a process (waiting in its cgroup before it runs); its pid in the
   // sandbox.
-  absl::StatusOr<pid_t> Spawn(const init::SpawnRequest& request, UniqueFd (&stdio)[3],
-                              Cgroup& cgroup);
+  // `before_start`, when set, gets the new process (pidfd, host pid) before it runs: the hook
+  // where a syscall supervisor takes it over.
+  absl::StatusOr<pid_t> Spawn(
+      const init::SpawnRequest& request, UniqueFd (&stdio)[3], Cgroup& cgroup,
+      const std::function<absl::Status(int pidfd, pid_t host_pid)>& before_start = nullptr);
+  // The command's syscall supervisor, when the spec asks for one; `kill` kills the command.
+  absl::StatusOr<std::unique_ptr<supervisor::Supervisor>> StartSupervisor(
+      std::function<void()> kill, SyscallEventSink* events);
+  // Its report into `result` (classification and violations included); a supervisor whose
+  // processes outlive the command (keep_background) is kept until the sandbox goes.
+  void FinishSupervisor(std::unique_ptr<supervisor::Supervisor> sup, bool wait,
+                        CommandResult& result);
 
   SandboxOptions options_;
   SandboxId id_;
@@ -136,6 +153,8 @@ class NativeSandbox {
   std::unique_ptr<Cgroup> cgroup_;
   std::unique_ptr<Cgroup> init_cgroup_;
   std::string seccomp_filter_;
+  std::shared_ptr<const supervisor::SyscallPolicy> syscall_policy_;
+  std::vector<std::unique_ptr<supervisor::Supervisor>> lingering_supervisors_;
   UniqueFd control_;  // our end of airlock-init's control socket
   UniqueFd init_pidfd_;
   pid_t init_pid_ = -1;

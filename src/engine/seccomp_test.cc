@@ -70,6 +70,7 @@ TEST(SeccompTest, FilterIsBuilt) {
 }
 
 TEST(SeccompTest, TreatmentsAndWidening) {
+  using supervisor::ProfileTreatment;
   EXPECT_EQ(TreatmentOf("read"), ProfileTreatment::kAllowed);
   EXPECT_EQ(TreatmentOf("ioctl"), ProfileTreatment::kFiltered);
   EXPECT_EQ(TreatmentOf("ptrace"), ProfileTreatment::kAlwaysDenied);

@@ -200,14 +200,15 @@ absl::StatusOr<std::string> BuildSeccompFilter() {
 absl::StatusOr<std::string> BuildSeccompFilter(const std::vector<std::string>& widened) {
   if (widened.empty()) return BuildSeccompFilter();
   for (const std::string& name : widened) {
-    if (TreatmentOf(name) != ProfileTreatment::kNotAllowed) {
+    if (TreatmentOf(name) != supervisor::ProfileTreatment::kNotAllowed) {
       return Internal(fmt::format("seccomp profile: {} cannot be widened", name));
     }
   }
   return Build(widened);
 }
 
-ProfileTreatment TreatmentOf(std::string_view name) {
+supervisor::ProfileTreatment TreatmentOf(std::string_view name) {
+  using supervisor::ProfileTreatment;
   for (const char* n : kAllowed) {
     if (name == n) return ProfileTreatment::kAllowed;
   }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "supervisor/policy.h"
 
 namespace airlock::engine::internal {
 
@@ -20,14 +21,9 @@ absl::StatusOr<std::string> BuildSeccompFilter();
 // policy that decides those calls itself: supervisor/policy.h). Built at each call.
 absl::StatusOr<std::string> BuildSeccompFilter(const std::vector<std::string>& widened);
 
-// How the profile treats a system call, by name (for checking a syscall policy against it).
-enum class ProfileTreatment {
-  kAllowed,   // whatever the arguments
-  kFiltered,  // depending on its arguments (ioctl, clone, unshare, seccomp, personality, socket)
-  kAlwaysDenied,  // AlwaysDeniedSyscalls()
-  kNotAllowed,    // killed
-};
-ProfileTreatment TreatmentOf(std::string_view name);
+// How the profile treats a system call, by name (for checking a syscall policy against it;
+// kFiltered: ioctl, clone, unshare, seccomp, personality, socket).
+supervisor::ProfileTreatment TreatmentOf(std::string_view name);
 
 // Names of the system calls that are always denied, whatever the spec says (for docs and
 // for the supervisor's "cannot re-allow" check).
