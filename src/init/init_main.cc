@@ -51,13 +51,12 @@ void WriteStderr(const char* a, const char* b, const char* c) {
   _exit(stage == SetupStage::kExec && (err == ENOENT || err == ENOTDIR) ? 127 : 126);
 }
 
-// execve with a PATH search in the command's own environment (execvpe would search ours).
-void ExecSearching(const std::vector<char*>& argv, const std::vector<char*>& envp) {
-  const char* file = argv[0];
-  if (std::strchr(file, '/') != nullptr) {
-    ::execve(file, argv.data(), envp.data());
-    return;
-  }
+// The program to execute: argv[0] itself when it names a path, else the first executable
+// regular file of that name along PATH in the command's own environment (execvpe would search
+// ours). Resolved before the seccomp filters go on, so that a syscall supervisor sees one
+// execve of the program, not one per directory tried. Sets errno and returns "" when none.
+std::string ResolveProgram(const char* file, const std::vector<char*>& envp) {
+  if (std::strchr(file, '/') != nullptr) return file;
   const char* path = "/usr/local/bin:/usr/bin:/bin";
   for (char* e : envp) {
     if (e != nullptr && std::strncmp(e, "PATH=", 5) == 0) path = e + 5;
@@ -71,16 +70,16 @@ void ExecSearching(const std::vector<char*>& argv, const std::vector<char*>& env
     if (candidate.empty()) candidate = ".";
     candidate += '/';
     candidate += file;
-    ::execve(candidate.c_str(), argv.data(), envp.data());
-    if (errno == EACCES) saved = EACCES;
-    if (errno != ENOENT && errno != ENOTDIR && errno != EACCES) {
-      saved = errno;
-      break;
+    struct stat st;
+    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+      saved = EACCES;
     }
     if (end == nullptr) break;
     p = end;
   }
   errno = saved;
+  return "";
 }
 
 // Runs in the forked child: waits for the host to place it in its cgroup, then becomes the
@@ -131,13 +130,15 @@ void ExecSearching(const std::vector<char*>& argv, const std::vector<char*>& env
   for (std::string& e : env_copy) envp.push_back(e.data());
   envp.push_back(nullptr);
 
+  std::string program = ResolveProgram(argv[0], envp);
+  if (program.empty()) Fail(setup_fd, SetupStage::kExec, errno, "cannot run ", req.argv[0].c_str());
   // The seccomp filters go on last: nothing after them but the exec.
   if (int err =
           InstallFilters(req.seccomp_filter, req.policy_filter, req.policy_listener, kListenerFd);
       err != 0) {
     Fail(setup_fd, SetupStage::kSeccomp, err, "seccomp", "");
   }
-  ExecSearching(argv, envp);
+  ::execve(program.c_str(), argv.data(), envp.data());
   Fail(setup_fd, SetupStage::kExec, errno, "cannot run ", req.argv[0].c_str());
 }
 
