@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "init/protocol.h"
 #include "supervisor/internal/bpf.h"
+#include "supervisor/testing/launch.h"
 
 namespace airlock::supervisor {
 namespace {
@@ -36,76 +37,8 @@ std::string AllowAllProfile() {
   return *b.Finish();
 }
 
-struct Outcome {
-  int exit_code = -1;  // 128 + signal when killed
-  std::string output;
-  SyscallReport report;
-};
-
-// A process waiting to run `argv` under a policy filter, as airlock-init's child does, and whose
-// parent is a reaper of its own (as airlock-init is): the supervisor's process must not be the
-// parent of what it traces.
-struct Launched {
-  pid_t pid = -1;     // the command
-  pid_t reaper = -1;  // its parent; exits with the command's status (128 + signal if killed)
-  UniqueFd pidfd;
-  UniqueFd start;   // write one byte to start it
-  UniqueFd output;  // its stdout
-};
-
-Launched Launch(SupervisorMode mode, const SyscallPolicy& policy,
-                const std::vector<std::string>& argv) {
-  const std::string profile = AllowAllProfile();
-  int start[2], out[2], info[2];
-  EXPECT_EQ(pipe2(start, O_CLOEXEC), 0);
-  EXPECT_EQ(pipe2(out, O_CLOEXEC), 0);
-  EXPECT_EQ(pipe2(info, O_CLOEXEC), 0);
-  Launched l;
-  l.reaper = fork();
-  if (l.reaper == 0) {
-    pid_t child = fork();
-    if (child == 0) {
-      setpgid(0, 0);
-      dup2(out[1], 1);
-      dup2(start[0], 3);  // fds 0-3 taken: the listener lands at 4, as in airlock-init
-      close_range(4, ~0U, 0);
-      char go;
-      if (read(3, &go, 1) != 1) _exit(125);
-      prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-      int err = init::InstallFilters(profile, policy.filter(),
-                                     mode == SupervisorMode::kNotify ? init::PolicyListener::kNotify
-                                                                     : init::PolicyListener::kNone,
-                                     init::kListenerFd);
-      if (err != 0) _exit(100 + err);
-      std::vector<char*> args;
-      for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-      args.push_back(nullptr);
-      execv(args[0], args.data());
-      _exit(127);
-    }
-    (void)!write(info[1], &child, sizeof(child));
-    close(out[1]);
-    close(start[0]);
-    int status = 0;
-    waitpid(child, &status, 0);
-    _exit(WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status));
-  }
-  close(start[0]);
-  close(out[1]);
-  close(info[1]);
-  l.start.Reset(start[1]);
-  l.output.Reset(out[0]);
-  EXPECT_EQ(read(info[0], &l.pid, sizeof(l.pid)), static_cast<ssize_t>(sizeof(l.pid)));
-  close(info[0]);
-  l.pidfd.Reset(static_cast<int>(syscall(SYS_pidfd_open, l.pid, 0)));
-  return l;
-}
-
-int WaitReaper(pid_t reaper) {
-  int status = 0;
-  EXPECT_EQ(waitpid(reaper, &status, 0), reaper);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
+using testing::HostRun;
+using testing::Launched;
 
 class SupervisorTest : public ::testing::TestWithParam<SupervisorMode> {
  protected:
@@ -131,33 +64,13 @@ class SupervisorTest : public ::testing::TestWithParam<SupervisorMode> {
   }
 
   // Runs `sh -c script` supervised under `process`'s policy; stdout captured.
-  Outcome Supervised(const spec::Process& process, const std::string& script,
+  HostRun Supervised(const spec::Process& process, const std::string& script,
                      SyscallEventSink* events = nullptr) {
     std::shared_ptr<const SyscallPolicy> policy = Compile(process);
     if (policy == nullptr) return {};
-    Launched l = Launch(GetParam(), *policy, {"/bin/sh", "-c", script});
-    pid_t pid = l.pid;
-    auto sup = Supervisor::Start(
-        {.policy = policy, .kill_command = [pid] { kill(-pid, SIGKILL); }, .events = events});
-    EXPECT_TRUE(sup.ok()) << sup.status();
-    Outcome r;
-    if (!sup.ok()) {
-      kill(pid, SIGKILL);
-      WaitReaper(l.reaper);
-      return r;
-    }
-    absl::Status attached = (*sup)->Attach({.pidfd = l.pidfd.get(), .pid = pid});
-    EXPECT_TRUE(attached.ok()) << attached;
-    EXPECT_EQ(write(l.start.get(), "g", 1), 1);
-    l.start.Reset();
-    char buf[4096];
-    ssize_t n;
-    while ((n = read(l.output.get(), buf, sizeof(buf))) > 0) r.output.append(buf, n);
-    r.exit_code = WaitReaper(l.reaper);
-    // None of these scripts leaves a process behind.
-    EXPECT_TRUE((*sup)->WaitDone(std::chrono::seconds(5))) << "supervisor still busy";
-    r.report = (*sup)->Report();
-    return r;
+    auto r = testing::RunUnderPolicy(AllowAllProfile(), policy, {"/bin/sh", "-c", script}, events);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *std::move(r) : HostRun{};
   }
 };
 
@@ -167,7 +80,7 @@ bool HasFile(const SyscallReport& r, std::string_view path, std::string_view mod
 }
 
 TEST_P(SupervisorTest, RoutedCallsRunAndAreReported) {
-  Outcome r = Supervised(Policy({{{"openat", "execve", "connect"}, {}, Route()}}),
+  HostRun r = Supervised(Policy({{{"openat", "execve", "connect"}, {}, Route()}}),
                          "cat /etc/hostname > /dev/null && exec /bin/echo done; echo not reached");
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.output, "done\n");
@@ -186,7 +99,7 @@ TEST_P(SupervisorTest, RoutedCallsRunAndAreReported) {
 }
 
 TEST_P(SupervisorTest, DeniedCallFailsWithItsErrnoAndIsReportedDecoded) {
-  Outcome r =
+  HostRun r =
       Supervised(Policy({{{"openat"}, {{2, "masked_eq", O_WRONLY, O_ACCMODE}}, "errno(EROFS)"},
                          {{"openat"}, {}, Route()}}),
                  "echo x > /tmp/airlock-denied-$$ ; echo status $?; cat /etc/hostname | head -c0 "
@@ -205,7 +118,7 @@ TEST_P(SupervisorTest, DeniedCallFailsWithItsErrnoAndIsReportedDecoded) {
 }
 
 TEST_P(SupervisorTest, NetworkEndpointsAreReported) {
-  Outcome r = Supervised(Policy({{{"connect"}, {}, Route()}}),
+  HostRun r = Supervised(Policy({{{"connect"}, {}, Route()}}),
                          "exec bash -c 'echo > /dev/tcp/127.0.0.1/9' 2>/dev/null; exit 0");
   ASSERT_EQ(r.report.endpoints.size(), 1u) << ToJson(r.report).dump(1);
   EXPECT_EQ(r.report.endpoints[0].address, "127.0.0.1:9");
@@ -213,7 +126,7 @@ TEST_P(SupervisorTest, NetworkEndpointsAreReported) {
 }
 
 TEST_P(SupervisorTest, KillRuleKillsTheCommand) {
-  Outcome r = Supervised(Policy({{{"connect"}, {}, "kill"}}),
+  HostRun r = Supervised(Policy({{{"connect"}, {}, "kill"}}),
                          "bash -c 'echo > /dev/tcp/127.0.0.1/9'; echo survived");
   EXPECT_EQ(r.exit_code, 128 + SIGKILL) << r.output;
   EXPECT_EQ(r.output, "");
@@ -225,7 +138,7 @@ TEST_P(SupervisorTest, KillRuleKillsTheCommand) {
 }
 
 TEST_P(SupervisorTest, EveryCallRoutedIsCounted) {
-  Outcome r =
+  HostRun r =
       Supervised(Policy({}, Route()), "for i in 1 2 3; do cat /etc/hostname; done > /dev/null");
   EXPECT_EQ(r.exit_code, 0);
   auto count = [&](std::string_view name) {
@@ -245,7 +158,7 @@ TEST_P(SupervisorTest, AirlocksOwnSetupIsNotSubjectToThePolicy) {
   // Denying the calls the child makes while it sets up (getppid is the handshake, seccomp
   // installs the profile) must not stop the command from starting; the program's own calls
   // are denied as written.
-  Outcome r =
+  HostRun r =
       Supervised(Policy({{{"seccomp"}, {}, "errno(EPERM)"}, {{"getppid"}, {}, "errno(EPERM)"}}),
                  "echo started");
   EXPECT_EQ(r.exit_code, 0);
@@ -254,7 +167,7 @@ TEST_P(SupervisorTest, AirlocksOwnSetupIsNotSubjectToThePolicy) {
 
 TEST_P(SupervisorTest, EventsStreamWhileTheCommandRuns) {
   BoundedSyscallEventQueue queue(2);
-  Outcome r = Supervised(Policy({{{"openat"}, {}, Route()}}),
+  HostRun r = Supervised(Policy({{{"openat"}, {}, Route()}}),
                          "cat /etc/hostname /etc/hostname /etc/passwd > /dev/null", &queue);
   std::vector<SyscallEvent> events = queue.Drain();
   ASSERT_EQ(events.size(), 2u);
@@ -265,7 +178,9 @@ TEST_P(SupervisorTest, EventsStreamWhileTheCommandRuns) {
 TEST_P(SupervisorTest, StoppingKillsWhatIsStillSupervised) {
   std::shared_ptr<const SyscallPolicy> policy = Compile(Policy({}));
   ASSERT_NE(policy, nullptr);
-  Launched l = Launch(GetParam(), *policy, {"/bin/sleep", "100"});
+  auto launched = testing::Launch("", *policy, {"/bin/sleep", "100"});
+  ASSERT_TRUE(launched.ok()) << launched.status();
+  Launched& l = *launched;
   bool killed = false;
   {
     pid_t pid = l.pid;
@@ -279,7 +194,7 @@ TEST_P(SupervisorTest, StoppingKillsWhatIsStillSupervised) {
     EXPECT_FALSE((*sup)->WaitDone(std::chrono::milliseconds(200)));
   }  // the supervisor goes away with its process still running
   EXPECT_TRUE(killed);
-  EXPECT_EQ(WaitReaper(l.reaper), 128 + SIGKILL);
+  EXPECT_EQ(testing::WaitReaper(l.reaper), 128 + SIGKILL);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, SupervisorTest,
