@@ -23,39 +23,18 @@
 #include "engine/cgroup.h"
 #include "engine/native_sandbox.h"
 #include "fmt/format.h"
-
-extern char** environ;
+#include "timing.h"
 
 namespace airlock {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+using bench::Clock;
+using bench::Ms;
+using bench::TimeCommand;
 
 double Percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
   return v[static_cast<size_t>(p * static_cast<double>(v.size() - 1))];
-}
-
-// Wall time of running argv to completion, output discarded; -1 if it failed.
-double TimeCommand(const std::vector<std::string>& argv, const char* cwd = nullptr) {
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-  if (cwd) posix_spawn_file_actions_addchdir_np(&fa, cwd);
-  auto t0 = Clock::now();
-  pid_t pid;
-  if (posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ) != 0) return -1;
-  int status;
-  waitpid(pid, &status, 0);
-  double ms = Ms(Clock::now() - t0);
-  posix_spawn_file_actions_destroy(&fa);
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? ms : -1;
 }
 
 struct Series {

@@ -32,38 +32,17 @@
 #include "engine/internal/seccomp.h"
 #include "fmt/format.h"
 #include "supervisor/testing/launch.h"
-
-extern char** environ;
+#include "timing.h"
 
 namespace airlock {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+using bench::Clock;
+using bench::Ms;
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
-}
-
-// Wall time of argv run to completion on the host, output discarded; -1 if it failed.
-double TimeHost(const std::vector<std::string>& argv) {
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-  auto t0 = Clock::now();
-  pid_t pid;
-  if (posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ) != 0) return -1;
-  int status;
-  waitpid(pid, &status, 0);
-  double ms = Ms(Clock::now() - t0);
-  posix_spawn_file_actions_destroy(&fa);
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? ms : -1;
 }
 
 // Calls rare in both workloads: a supervisor that watches only these costs little more than
@@ -207,7 +186,7 @@ int main(int argc, char** argv) {
       if (v.where == Where::kHost) {
         std::vector<std::string> cmd = v.host_prefix;
         cmd.insert(cmd.end(), w.host.begin(), w.host.end());
-        return TimeHost(cmd);
+        return bench::TimeCommand(cmd);
       }
       auto t0 = Clock::now();
       auto r = v.sandbox->Exec({.argv = w.sandbox}, {});
