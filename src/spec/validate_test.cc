@@ -8,6 +8,7 @@
 #include "fmt/format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "spec/kernel_names.h"
 
 namespace airlock::spec {
 namespace {
@@ -589,6 +590,18 @@ TEST(RuntimeTest, DerivesFromLevel) {
   EXPECT_EQ(DeriveRuntime(Level::kMicroVm, SupervisorMode::kNone), Runtime::kMicroVm);
   EXPECT_EQ(LevelOfRuntime(Runtime::kGvisor), Level::kGvisor);
   EXPECT_EQ(LevelOfRuntime(Runtime::kNative), std::nullopt);
+}
+
+TEST(KernelNamesTest, SyscallNumbersPerArchitecture) {
+  EXPECT_EQ(SyscallNumber("x86_64", "openat"), 257);
+  EXPECT_EQ(SyscallNumber("aarch64", "openat"), 56);
+  EXPECT_EQ(SyscallNumber("x86_64", "open"), 2);
+  EXPECT_EQ(SyscallNumber("aarch64", "open"), std::nullopt) << "aarch64 has only openat";
+  EXPECT_EQ(SyscallNumber("x86_64", "socketcall"), std::nullopt) << "i386 only";
+  EXPECT_EQ(SyscallNumber("riscv64", "openat"), std::nullopt) << "not an architecture we check";
+  EXPECT_EQ(SyscallNumber("x86_64", "Open"), std::nullopt);
+  EXPECT_TRUE(IsKnownSyscall("open"));
+  EXPECT_FALSE(IsKnownSyscall("socketcall"));
 }
 
 }  // namespace
