@@ -84,15 +84,18 @@ absl::Status ProbePtrace() {
 }  // namespace
 
 absl::Status CheckAvailable(spec::SupervisorMode mode) {
-  static const absl::Status* notify = new absl::Status(ProbeNotify());
-  static const absl::Status* ptrace = new absl::Status(ProbePtrace());
+  // Each probe runs once, the first time its mode is asked for.
   switch (mode) {
     case spec::SupervisorMode::kNone:
       return absl::OkStatus();
-    case spec::SupervisorMode::kNotify:
+    case spec::SupervisorMode::kNotify: {
+      static const absl::Status* notify = new absl::Status(ProbeNotify());
       return *notify;
-    case spec::SupervisorMode::kPtrace:
+    }
+    case spec::SupervisorMode::kPtrace: {
+      static const absl::Status* ptrace = new absl::Status(ProbePtrace());
       return *ptrace;
+    }
   }
   return InvalidArgument("unknown supervisor mode");
 }
