@@ -61,11 +61,6 @@ absl::Status CheckSpecSupported(const spec::SandboxSpec& s) {
         "level {} ({}) is not served by the native backend, which provides levels 1 and 2",
         static_cast<int>(s.level), spec::ToString(s.level)));
   }
-  if (s.process.supervisor != spec::SupervisorMode::kNone || !s.process.syscalls.empty()) {
-    return FailedPrecondition(
-        "process.supervisor and process.syscalls need the syscall supervisor, which this build "
-        "does not provide yet");
-  }
   if (!s.process.capabilities.empty()) {
     return FailedPrecondition("process.capabilities: sandboxed commands never keep capabilities");
   }
@@ -103,6 +98,16 @@ absl::Status CheckImage(const spec::SandboxSpec& s, const std::string& image_roo
         s.image));
   }
   return absl::OkStatus();
+}
+
+// The spec's syscall policy, checked against the built-in profile (InvalidArgument naming the
+// rule) and against what the kernel can provide (FailedPrecondition).
+absl::StatusOr<std::shared_ptr<const supervisor::SyscallPolicy>> CompileSyscallPolicy(
+    const spec::Process& process) {
+  ASSIGN_OR_RETURN(supervisor::SyscallPolicy policy,
+                   supervisor::SyscallPolicy::Compile(process, internal::TreatmentOf));
+  RETURN_IF_ERROR(supervisor::CheckAvailable(process.supervisor));
+  return std::make_shared<const supervisor::SyscallPolicy>(std::move(policy));
 }
 
 // Fails closed when the host lacks a protection the spec needs, unless the caller allowed it
@@ -294,6 +299,8 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
   auto t0 = Clock::now();
   if (options.cgroups == nullptr) return InvalidArgument("sandbox options: no cgroup driver");
   RETURN_IF_ERROR(CheckSpecSupported(options.spec));
+  ASSIGN_OR_RETURN(std::shared_ptr<const supervisor::SyscallPolicy> syscall_policy,
+                   CompileSyscallPolicy(options.spec.process));
   RETURN_IF_ERROR(CheckImage(options.spec, options.image_rootfs));
   const bool wants_egress = options.spec.network.profile != spec::NetworkProfile::kNone;
   std::optional<netproxy::Policy> policy;
@@ -328,6 +335,7 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
   sb->options_ = std::move(options);
   sb->id_ = sb->options_.id.empty() ? SandboxId::New() : sb->options_.id;
   sb->degraded_ = std::move(degraded);
+  sb->syscall_policy_ = std::move(syscall_policy);
   const spec::SandboxSpec& s = sb->options_.spec;
 
   RETURN_IF_ERROR(MakeDirs(sb->options_.run_dir_base, 0711));
@@ -377,7 +385,14 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
   if (sb->cgroup_->version() == CgroupVersion::kV2) {
     ASSIGN_OR_RETURN(sb->init_cgroup_, sb->cgroup_->CreateChild("init"), "create init cgroup");
   }
-  sb->seccomp_filter_ = internal::DefaultSeccompFilter();
+  // The profile compiled at build time, unless a syscall policy widens it.
+  if (sb->syscall_policy_->widened().empty()) {
+    sb->seccomp_filter_ = internal::DefaultSeccompFilter();
+  } else {
+    ASSIGN_OR_RETURN(sb->seccomp_filter_,
+                     internal::BuildSeccompFilter(sb->syscall_policy_->widened()),
+                     "build seccomp filter");
+  }
   sb->timings_.prepare = Since(t0);
 
   RETURN_IF_ERROR(sb->Launch(setup), fmt::format("start sandbox {}", sb->id_.value()));
@@ -541,8 +556,10 @@ absl::Status NativeSandbox::UpdateNetworkPolicy(const spec::Network& network,
   return absl::OkStatus();
 }
 
-absl::StatusOr<pid_t> NativeSandbox::Spawn(const init::SpawnRequest& request, UniqueFd (&stdio)[3],
-                                           Cgroup& cgroup, std::shared_ptr<ExitSlot> exit_slot) {
+absl::StatusOr<pid_t> NativeSandbox::Spawn(
+    const init::SpawnRequest& request, UniqueFd (&stdio)[3], Cgroup& cgroup,
+    std::shared_ptr<ExitSlot> exit_slot,
+    const std::function<absl::Status(int pidfd, pid_t host_pid)>& before_start) {
   // On cgroup v1 the process moves itself into its cgroup: a migration from here would take the
   // kernel's global cgroup lock, whose first use waits for an RCU grace period. On v2 (where
   // airlock-init, confined to its own cgroup namespace, may not clone into a sibling) we move it
@@ -551,6 +568,9 @@ absl::StatusOr<pid_t> NativeSandbox::Spawn(const init::SpawnRequest& request, Un
   const bool self_join = entry.mode == Cgroup::Entry::Mode::kWriteSelf;
   init::SpawnRequest req = request;
   req.cgroup_join = self_join ? init::CgroupJoin::kWriteSelf : init::CgroupJoin::kNone;
+  // A process that needs nothing from us before it runs starts without a round trip.
+  const bool hold = !self_join || before_start;
+  req.start = hold ? init::SpawnStart::kOnStart : init::SpawnStart::kAtOnce;
   std::vector<int> fds_out = {stdio[0].get(), stdio[1].get(), stdio[2].get()};
   if (self_join) {
     for (const UniqueFd& fd : entry.fds) fds_out.push_back(fd.get());
@@ -578,7 +598,7 @@ absl::StatusOr<pid_t> NativeSandbox::Spawn(const init::SpawnRequest& request, Un
   for (UniqueFd& fd : stdio) fd.Reset();
   entry.fds.clear();
 
-  // The reply carries a pidfd of the new process (which, with kNone, waits for kStart).
+  // The reply carries a pidfd of the new process (which, with kOnStart, waits for kStart).
   std::pair<std::string, std::vector<UniqueFd>> reply;
   {
     std::unique_lock lock(control_mu_);
@@ -606,14 +626,18 @@ absl::StatusOr<pid_t> NativeSandbox::Spawn(const init::SpawnRequest& request, Un
     forget_exit();
     return Internal("airlock-init sent no pidfd");
   }
-  if (self_join) return ns_pid;  // it has joined its cgroup and started by itself
+  if (!hold) return ns_pid;  // it has joined its cgroup and started by itself
+  // On failure the process stays blocked before its start until the caller kills its cgroup.
   absl::StatusOr<pid_t> host_pid = PidFromPidfd(reply.second[0].get());
-  absl::Status placed =
-      host_pid.ok() ? Annotate(cgroup.AddProcess(*host_pid), "place the new process in its cgroup")
-                    : Annotate(host_pid.status(), "locate the new process");
-  if (!placed.ok()) {
+  absl::Status ready =
+      host_pid.ok() ? absl::OkStatus() : Annotate(host_pid.status(), "locate the new process");
+  if (ready.ok() && !self_join) {
+    ready = Annotate(cgroup.AddProcess(*host_pid), "place the new process in its cgroup");
+  }
+  if (ready.ok() && before_start) ready = before_start(reply.second[0].get(), *host_pid);
+  if (!ready.ok()) {
     forget_exit();
-    return placed;
+    return ready;
   }
   init::Writer start;
   start.I32(ns_pid);
@@ -735,7 +759,11 @@ struct RunningCommand::State {
   ExecOptions options;
   std::optional<Redactor> redactor;
   CommandResult result;
-  std::unique_ptr<Cgroup> cg;
+  // Shared with the syscall supervisor, whose thread may kill the command (and which may
+  // outlive this state with keep_background); cg_mu orders those kills with ours.
+  std::shared_ptr<Cgroup> cg;
+  std::shared_ptr<std::mutex> cg_mu = std::make_shared<std::mutex>();
+  std::unique_ptr<supervisor::Supervisor> sup;
   UniqueFd out_r, err_r, in_w;
   std::string raw_path;
   UniqueFd raw;
@@ -748,6 +776,15 @@ struct RunningCommand::State {
   Clock::time_point t_start;
   Timings timings;
   bool waited = false;
+
+  absl::Status KillTree(milliseconds timeout = std::chrono::seconds(5)) {
+    std::lock_guard lock(*cg_mu);
+    return cg->Kill(timeout);
+  }
+  absl::Status DestroyCgroup() {
+    std::lock_guard lock(*cg_mu);
+    return cg->Destroy();
+  }
 };
 
 RunningCommand::RunningCommand(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -804,7 +841,7 @@ absl::StatusOr<std::unique_ptr<RunningCommand>> NativeSandbox::Start(const Comma
       ASSIGN_OR_RETURN(st->cg, NewCommandCgroup(number));
     }
   }
-  auto destroy_cgroup = [&] { (void)st->cg->Destroy(); };
+  auto destroy_cgroup = [&] { (void)st->DestroyCgroup(); };
 
   int out[2], err[2], in[2] = {-1, -1};  // NOLINT
   if (::pipe2(out, O_CLOEXEC) != 0) {
@@ -857,11 +894,33 @@ absl::StatusOr<std::unique_ptr<RunningCommand>> NativeSandbox::Start(const Comma
   req.cwd = command.workdir.empty() ? s.workdir : command.workdir;
   req.rlimits = CommandRlimits(s);
   req.seccomp_filter = seccomp_filter_;
+  req.policy_filter = syscall_policy_->filter();
+  req.policy_listener = syscall_policy_->mode() == spec::SupervisorMode::kNotify
+                            ? init::PolicyListener::kNotify
+                            : init::PolicyListener::kNone;
   UniqueFd stdio[3] = {std::move(in_r), std::move(out_w), std::move(err_w)};
   st->egress_mark =
       egress_active_ && options_.egress.blocked ? options_.egress.blocked->Mark(id_) : 0;
-  absl::StatusOr<pid_t> pid = Spawn(req, stdio, *st->cg, exit_slot);
+  absl::StatusOr<std::unique_ptr<supervisor::Supervisor>> sup = StartSupervisor(
+      [cg = st->cg, mu = st->cg_mu] {
+        std::lock_guard lock(*mu);
+        (void)cg->Kill();
+      },
+      options.syscall_events);
+  if (!sup.ok()) {
+    (void)::unlink(st->raw_path.c_str());
+    destroy_cgroup();
+    return Annotate(sup.status(), "start syscall supervisor");
+  }
+  st->sup = *std::move(sup);
+  std::function<absl::Status(int, pid_t)> attach;
+  if (st->sup) {
+    attach = [&st](int pidfd, pid_t pid) { return st->sup->Attach({.pidfd = pidfd, .pid = pid}); };
+  }
+  absl::StatusOr<pid_t> pid = Spawn(req, stdio, *st->cg, exit_slot, attach);
   if (!pid.ok()) {
+    (void)st->KillTree();  // a process that was not started may be waiting for its start
+    st->sup.reset();
     (void)::unlink(st->raw_path.c_str());
     destroy_cgroup();
     return Annotate(pid.status(), "start command");
@@ -894,7 +953,7 @@ absl::StatusOr<CommandResult> RunningCommand::Wait() {
     if (tree_killed) return;
     tree_killed = true;
     last_kill = Clock::now();
-    if (absl::Status k = st.cg->Kill(); !k.ok()) {
+    if (absl::Status k = st.KillTree(); !k.ok()) {
       Log().Warn("kill command tree", {{"sandbox", sb.id_.value()}, {"error", Message(k)}});
     }
   };
@@ -987,7 +1046,7 @@ absl::StatusOr<CommandResult> RunningCommand::Wait() {
     // after Start can find the cgroup still empty: repeat it until the command is gone.
     if (tree_killed && !exited && !sb.paused_ && Clock::now() - last_kill > milliseconds(100)) {
       last_kill = Clock::now();
-      (void)st.cg->Kill(milliseconds(100));
+      (void)st.KillTree(milliseconds(100));
     }
     if (!exited && s.resources.cpu_time_seconds > 0 && !cpu_exceeded) {
       if (auto stats = st.cg->Stats(); stats.ok() && (stats->cpu_user_us + stats->cpu_system_us) >
@@ -998,7 +1057,8 @@ absl::StatusOr<CommandResult> RunningCommand::Wait() {
     }
   }
   if (init_gone) {
-    (void)st.cg->Destroy();
+    st.sup.reset();  // the sandbox's processes died with airlock-init
+    (void)st.DestroyCgroup();
     (void)::unlink(st.raw_path.c_str());
     return absl::UnavailableError("airlock-init exited while the command ran; the sandbox is gone");
   }
@@ -1020,9 +1080,10 @@ absl::StatusOr<CommandResult> RunningCommand::Wait() {
     result.exit_code = -1;
     result.signal = WTERMSIG(wait_status);
   }
+  if (st.sup) sb.FinishSupervisor(std::move(st.sup), !st.options.keep_background, result);
   ASSIGN_OR_RETURN(CgroupStats stats, st.cg->Stats(), "read command usage");
   if (!st.options.keep_background) {
-    if (absl::Status d = st.cg->Destroy(); !d.ok()) {
+    if (absl::Status d = st.DestroyCgroup(); !d.ok()) {
       Log().Warn("remove command cgroup", {{"sandbox", sb.id_.value()}, {"error", Message(d)}});
     }
   }
@@ -1044,6 +1105,7 @@ absl::StatusOr<CommandResult> RunningCommand::Wait() {
     result.error = fmt::format("command setup step \"{}\": {}", init::ToString(setup_stage),
                                std::strerror(setup_errno));
   }
+  if (result.syscalls.killed) result.classification = Classification::kPolicyBlocked;
   if (result.signal == SIGSYS) {
     result.violations.push_back(
         {"seccomp", "the command was killed for a forbidden system call", {{"signal", "SIGSYS"}}});
@@ -1080,6 +1142,36 @@ absl::StatusOr<CommandResult> NativeSandbox::Exec(const CommandSpec& command,
   return running->Wait();
 }
 
+absl::StatusOr<std::unique_ptr<supervisor::Supervisor>> NativeSandbox::StartSupervisor(
+    std::function<void()> kill, SyscallEventSink* events) {
+  if (syscall_policy_->mode() == spec::SupervisorMode::kNone) {
+    return std::unique_ptr<supervisor::Supervisor>();
+  }
+  return supervisor::Supervisor::Start(
+      {.policy = syscall_policy_, .kill_command = std::move(kill), .events = events});
+}
+
+void NativeSandbox::FinishSupervisor(std::unique_ptr<supervisor::Supervisor> sup, bool wait,
+                                     CommandResult& result) {
+  // The command's processes are gone (killed with its tree): the supervisor sees the last go.
+  bool done = sup->WaitDone(wait ? milliseconds(2000) : milliseconds(0));
+  result.syscalls = sup->Report();
+  constexpr size_t kMaxSyscallViolations = 16;
+  for (size_t i = 0; i < result.syscalls.denied_calls.size() && i < kMaxSyscallViolations; ++i) {
+    const SyscallEvent& e = result.syscalls.denied_calls[i];
+    std::string rule =
+        e.rule >= 0 ? fmt::format("process.syscalls[{}]", e.rule) : "process.syscallDefaultAction";
+    result.violations.push_back(
+        {"syscall", fmt::format("{} denied by {} ({})", e.syscall, rule, e.action), ToJson(e)});
+  }
+  if (!done && wait) {
+    Log().Warn("syscall supervisor still busy after the command", {{"sandbox", id_.value()}});
+  }
+  std::lock_guard lock(supervisors_mu_);
+  std::erase_if(lingering_supervisors_, [](const auto& s) { return s->WaitDone(milliseconds(0)); });
+  if (!done) lingering_supervisors_.push_back(std::move(sup));  // its processes live on
+}
+
 absl::Status NativeSandbox::Destroy() {
   if (destroyed_) return absl::OkStatus();
   destroyed_ = true;
@@ -1109,6 +1201,10 @@ absl::Status NativeSandbox::Destroy() {
     init_pid_ = -1;
   }
   init_pidfd_.Reset();
+  {
+    std::lock_guard lock(supervisors_mu_);
+    lingering_supervisors_.clear();  // their processes died with the sandbox
+  }
   if (cgroup_) status.Update(Annotate(cgroup_->Destroy(), "remove cgroup"));
   std::lock_guard lock(timings_mu_);
   timings_.destroy = Since(t0);

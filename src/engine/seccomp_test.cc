@@ -30,8 +30,7 @@ struct Outcome {
 };
 
 // Runs `call` under the filter in a child; the call returns -1 with errno on failure.
-Outcome UnderFilter(const std::function<long()>& call) {
-  static const std::string filter(DefaultSeccompFilter());
+Outcome UnderFilter(const std::function<long()>& call, const std::string& filter) {
   pid_t pid = fork();
   if (pid == 0) {
     prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
@@ -52,6 +51,11 @@ Outcome UnderFilter(const std::function<long()>& call) {
     o.err = WEXITSTATUS(status);
   }
   return o;
+}
+
+Outcome UnderFilter(const std::function<long()>& call) {
+  static const std::string filter(DefaultSeccompFilter());
+  return UnderFilter(call, filter);
 }
 
 int Errno(const std::function<long()>& call) {
@@ -84,6 +88,28 @@ TEST(SeccompTest, OrdinaryCallsPass) {
             ENOENT);
   EXPECT_EQ(Errno([] { return syscall(SYS_ptrace, 0 /*PTRACE_TRACEME*/, 0, 0, 0); }), EPERM);
   EXPECT_EQ(Errno([] { return syscall(SYS_io_uring_setup, 1, nullptr); }), ENOSYS);
+}
+
+TEST(SeccompTest, TreatmentsAndWidening) {
+  using supervisor::ProfileTreatment;
+  EXPECT_EQ(TreatmentOf("read"), ProfileTreatment::kAllowed);
+  EXPECT_EQ(TreatmentOf("ioctl"), ProfileTreatment::kFiltered);
+  EXPECT_EQ(TreatmentOf("ptrace"), ProfileTreatment::kAlwaysDenied);
+  EXPECT_EQ(TreatmentOf("clone3"), ProfileTreatment::kAlwaysDenied);
+  EXPECT_EQ(TreatmentOf("process_mrelease"), ProfileTreatment::kNotAllowed);
+  // Outside the profile, a call is killed; widened for a policy, it reaches the kernel.
+  auto mrelease = [] { return syscall(SYS_process_mrelease, -1, 0); };
+  Outcome killed = UnderFilter(mrelease);
+  EXPECT_TRUE(killed.killed);
+  EXPECT_EQ(killed.signal, SIGSYS);
+  auto widened = BuildSeccompFilter({"process_mrelease"});
+  ASSERT_TRUE(widened.ok()) << widened.status();
+  Outcome ran = UnderFilter(mrelease, *widened);
+  EXPECT_FALSE(ran.killed);
+  EXPECT_EQ(ran.err, EBADF);
+  // Only calls outside the profile can be widened; never a denied or argument-filtered one.
+  EXPECT_FALSE(BuildSeccompFilter({"ptrace"}).ok());
+  EXPECT_FALSE(BuildSeccompFilter({"personality"}).ok());
 }
 
 TEST(SeccompTest, OrdinaryIoctlsPassAndTerminalInjectionIsRefused) {

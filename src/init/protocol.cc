@@ -100,6 +100,9 @@ std::string EncodeSpawn(const SpawnRequest& req) {
   }
   w.Bytes(req.seccomp_filter);
   w.U32(static_cast<uint32_t>(req.cgroup_join));
+  w.Bytes(req.policy_filter);
+  w.U32(static_cast<uint32_t>(req.policy_listener));
+  w.U32(static_cast<uint32_t>(req.start));
   return w.data();
 }
 
@@ -123,6 +126,16 @@ bool DecodeSpawn(std::string_view payload, SpawnRequest* req) {
   uint32_t join = r.U32();
   if (join > static_cast<uint32_t>(CgroupJoin::kWriteSelf)) return false;
   req->cgroup_join = static_cast<CgroupJoin>(join);
+  req->policy_filter = r.Bytes();
+  uint32_t listener = r.U32();
+  if (listener > static_cast<uint32_t>(PolicyListener::kNotify)) return false;
+  req->policy_listener = static_cast<PolicyListener>(listener);
+  if (req->policy_listener == PolicyListener::kNotify && req->policy_filter.empty()) return false;
+  uint32_t start = r.U32();
+  if (start > static_cast<uint32_t>(SpawnStart::kOnStart)) return false;
+  req->start = static_cast<SpawnStart>(start);
+  // A process the host places in its cgroup must wait for it.
+  if (req->cgroup_join == CgroupJoin::kNone && req->start != SpawnStart::kOnStart) return false;
   return r.done() && !req->argv.empty();
 }
 
