@@ -364,32 +364,6 @@ namespace {
 
 class ConcurrentCommandsTest : public testing::SandboxTest {};
 
-// A long-running server and short commands share one sandbox; each result is its own.
-TEST_F(ConcurrentCommandsTest, CommandsRunSideBySide) {
-  auto sb = Create(TestSpec());
-  ASSERT_NE(sb, nullptr);
-  auto server = sb->Start({.argv = {"/bin/sh", "-c", "echo up; sleep 30"}}, {});
-  ASSERT_TRUE(server.ok()) << server.status();
-  std::vector<std::thread> threads;
-  std::atomic<int> ok{0};
-  for (int i = 0; i < 4; ++i) {
-    threads.emplace_back([&, i] {
-      auto r = sb->Exec({.argv = {"/bin/sh", "-c", fmt::format("echo job{}", i)}}, {});
-      if (r.ok() && r->stdout_preview == fmt::format("job{}\n", i)) ++ok;
-    });
-  }
-  for (auto& t : threads) t.join();
-  EXPECT_EQ(ok.load(), 4);
-  (*server)->Kill();
-  auto r = (*server)->Wait();
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->signal, SIGKILL);
-  EXPECT_EQ(r->stdout_preview, "up\n");
-  EXPECT_LT(r->duration_ms, 20000);
-  server->reset();
-  DestroyAndCheckGone(std::move(sb));
-}
-
 TEST_F(ConcurrentCommandsTest, SignalReachesTheProcessGroupAndIdsAreTheCallers) {
   auto sb = Create(TestSpec());
   ASSERT_NE(sb, nullptr);
@@ -474,16 +448,59 @@ TEST_F(ConcurrentCommandsTest, PausedSandboxUsesNoCpuAndResumes) {
   DestroyAndCheckGone(std::move(sb));
 }
 
-// A kill issued the moment a command starts (before it may even have joined its cgroup) still
-// ends it: by the kill, not by its deadline.
-TEST_F(ConcurrentCommandsTest, KillRightAfterStartEndsTheCommand) {
+// Concurrent commands, without a supervisor and under each supervisor mode.
+class SupervisedConcurrentCommandsTest : public testing::SupervisedSandboxTest {};
+
+// A long-running server and short commands share one sandbox; each result is its own, and so
+// is each supervisor's report (it names only that command's programs).
+TEST_P(SupervisedConcurrentCommandsTest, CommandsRunSideBySide) {
+  auto sb = Create(TestSpec());
+  ASSERT_NE(sb, nullptr);
+  auto server = sb->Start({.argv = {"/bin/sh", "-c", "echo up; exec /usr/bin/sleep 30"}}, {});
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] {
+      auto r = sb->Exec({.argv = {"/usr/bin/echo", fmt::format("job{}", i)}}, {});
+      if (!r.ok() || r->stdout_preview != fmt::format("job{}\n", i)) return;
+      std::vector<std::string> programs;
+      for (const ExecRecord& e : r->syscalls.execs) programs.push_back(e.path);
+      if (supervisor_ == spec::SupervisorMode::kNone
+              ? r->syscalls.execs.empty()
+              : programs == std::vector<std::string>{"/usr/bin/echo"}) {
+        ++ok;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 4);
+  (*server)->Kill();
+  auto r = (*server)->Wait();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->signal, SIGKILL);
+  EXPECT_EQ(r->stdout_preview, "up\n");
+  EXPECT_LT(r->duration_ms, 20000);
+  if (supervisor_ != spec::SupervisorMode::kNone) {
+    std::vector<std::string> programs;
+    for (const ExecRecord& e : r->syscalls.execs) programs.push_back(e.path);
+    EXPECT_EQ(programs, (std::vector<std::string>{"/bin/sh", "/usr/bin/sleep"}))
+        << ToJson(r->syscalls).dump(1);
+  }
+  server->reset();
+  DestroyAndCheckGone(std::move(sb));
+}
+
+// A kill issued the moment a command starts (before it may even have joined its cgroup, or a
+// supervisor attached to it) still ends it: by the kill, not by its deadline.
+TEST_P(SupervisedConcurrentCommandsTest, KillRightAfterStartEndsTheCommand) {
   spec::SandboxSpec spec = TestSpec();
   spec.resources.command_timeout_seconds = 5;
   auto sb = Create(spec);
   ASSERT_NE(sb, nullptr);
   for (int i = 0; i < 5; ++i) {
     auto c = sb->Start({.argv = {"/bin/sh", "-c", "while :; do sleep 1; done"}}, {});
-    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE(c.ok()) << c.status();
     (*c)->Kill();
     auto r = (*c)->Wait();
     ASSERT_TRUE(r.ok()) << r.status();
@@ -492,6 +509,9 @@ TEST_F(ConcurrentCommandsTest, KillRightAfterStartEndsTheCommand) {
   }
   DestroyAndCheckGone(std::move(sb));
 }
+
+INSTANTIATE_TEST_SUITE_P(Supervisors, SupervisedConcurrentCommandsTest, testing::SupervisorModes(),
+                         testing::SupervisorModeName);
 
 // A command nobody waits for is killed and cleaned up when its handle goes.
 TEST_F(ConcurrentCommandsTest, DroppedCommandIsKilled) {
