@@ -1,13 +1,31 @@
-// Sandbox start-up and workload overhead of the native backend, against bwrap and against the
-// same command run without a sandbox, alternating in one run so machine noise hits both sides.
+// Sandbox start-up and workload overhead of the native backend (issue 2, docs/perf.md), against
+// bwrap and against the same command run without a sandbox. The two sides of every comparison
+// run alternately in one run, so load from other processes falls on both; figures are medians
+// (and p90) in milliseconds.
 //
 //   bench/run_bench [--runs N] [--airlock PATH]
 //
-// Prints medians (and p90) in milliseconds, the ratio to the reference, and a breakdown of
-// where a sandbox's start goes (from the engine's own timings). Needs root.
+// What it prints, in order:
+//   1. start-up: `airlock run --level L -- /bin/true` against bwrap --unshare-all with
+//      equivalent read-only mounts, /proc, /dev and a /tmp (levels 2 and 1), in wall time and in
+//      CPU time of all their processes (rusage of the waited-for tree; steadier than wall time
+//      on a shared machine), and the floor of both processes (`--version`);
+//   2. where a start goes: the engine's own timings, in-process (NativeSandbox::Timings), and
+//      what the `airlock` process adds around them;
+//   3. the exec round trip of a warm sandbox: Exec(/bin/true) on a running sandbox;
+//   4. workload overhead, two measures:
+//      (a) the command's own run time: airlock-bench-timer forks, execs and waits for it, once
+//          inside a running level-2 sandbox (under its seccomp filter, Landlock, namespaces and
+//          cgroups) and once outside with the same environment; the ratio is the sandbox's cost
+//          on the work itself (goal <= 1.05);
+//      (b) the fixed cost per exec: the whole NativeSandbox::Exec call minus the command's own
+//          time from (a), i.e. spawn request, cgroup, output drain, accounting, redaction;
+//   5. one-shot runs: `airlock run` (a whole sandbox per command) against the command alone.
+// Needs root.
 #include <fcntl.h>
 #include <grp.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +34,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,59 +51,162 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+double Ms(std::chrono::microseconds d) { return static_cast<double>(d.count()) / 1000.0; }
 
 double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   return v[static_cast<size_t>(p * static_cast<double>(v.size() - 1))];
 }
+double Median(const std::vector<double>& v) { return Percentile(v, 0.5); }
 
-// Wall time of running argv to completion, output discarded; -1 if it failed.
-double TimeCommand(const std::vector<std::string>& argv, const char* cwd = nullptr) {
+struct Spawned {
+  double ms = -1;      // wall time from spawn to exit; -1 if it failed
+  double cpu_ms = -1;  // user + system CPU of the process and every descendant it waited for
+  std::string out;
+};
+
+// Runs argv to completion (stdout captured, stderr discarded). `env` null: ours.
+Spawned Run(const std::vector<std::string>& argv, char* const* env = nullptr) {
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  int out[2];
+  if (pipe2(out, O_CLOEXEC) != 0) return {};
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
   posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-  if (cwd) posix_spawn_file_actions_addchdir_np(&fa, cwd);
+  Spawned r;
   auto t0 = Clock::now();
   pid_t pid;
-  if (posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ) != 0) return -1;
-  int status;
-  waitpid(pid, &status, 0);
-  double ms = Ms(Clock::now() - t0);
+  int rc = posix_spawn(&pid, args[0], &fa, nullptr, args.data(), env ? env : environ);
   posix_spawn_file_actions_destroy(&fa);
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? ms : -1;
+  close(out[1]);
+  if (rc != 0) {
+    close(out[0]);
+    return {};
+  }
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(out[0], buf, sizeof(buf))) > 0) r.out.append(buf, static_cast<size_t>(n));
+  close(out[0]);
+  int status;
+  struct rusage ru = {};
+  wait4(pid, &status, 0, &ru);
+  double ms = Ms(Clock::now() - t0);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    r.ms = ms;
+    auto tv_ms = [](const timeval& t) { return t.tv_sec * 1e3 + t.tv_usec / 1e3; };
+    r.cpu_ms = tv_ms(ru.ru_utime) + tv_ms(ru.ru_stime);
+  }
+  return r;
 }
 
-struct Series {
-  std::string name;
-  std::vector<double> ms;
-};
-
-void Report(const std::string& title, const Series& ours, const Series& ref) {
-  double a = Percentile(ours.ms, 0.5), b = Percentile(ref.ms, 0.5);
-  std::printf("%-44s %8.2f ms (p90 %7.2f)   %-14s %8.2f ms (p90 %7.2f)   ratio %.2fx\n",
-              (title + ": " + ours.name).c_str(), a, Percentile(ours.ms, 0.9), ref.name.c_str(), b,
-              Percentile(ref.ms, 0.9), a / b);
+// The command time airlock-bench-timer printed, in ms; -1 if it did not print one.
+double TimerMs(const std::string& out) {
+  char* end = nullptr;
+  long long ns = std::strtoll(out.c_str(), &end, 10);
+  return end != out.c_str() && ns > 0 ? static_cast<double>(ns) / 1e6 : -1;
 }
 
-// Runs `ours` and `ref` alternately, `runs` times each (after a warm-up).
-void Compare(const std::string& title, int runs, Series ours, std::function<double()> run_ours,
-             Series ref, std::function<double()> run_ref) {
-  run_ours();
-  run_ref();
+void Row(const std::string& title, const std::string& a_name, const std::vector<double>& a,
+         const std::string& b_name, const std::vector<double>& b) {
+  std::printf("%-38s %-13s %8.2f (p90 %7.2f)   %-12s %8.2f (p90 %7.2f)   ratio %.2fx\n",
+              title.c_str(), a_name.c_str(), Median(a), Percentile(a, 0.9), b_name.c_str(),
+              Median(b), Percentile(b, 0.9), Median(a) / Median(b));
+}
+
+// Runs `a` and `b` alternately `runs` times each, after one warm-up of each. A failed run ends
+// the benchmark.
+void Alternate(const std::string& title, int runs, const std::function<double()>& a,
+               std::vector<double>* a_ms, const std::function<double()>& b,
+               std::vector<double>* b_ms) {
+  a();
+  b();
   for (int i = 0; i < runs; ++i) {
-    double x = run_ours(), y = run_ref();
+    double x = a(), y = b();
     if (x < 0 || y < 0) {
       std::printf("%s: a run failed (ours %.1f, reference %.1f)\n", title.c_str(), x, y);
       std::exit(1);
     }
-    ours.ms.push_back(x);
-    ref.ms.push_back(y);
+    a_ms->push_back(x);
+    b_ms->push_back(y);
   }
-  Report(title, ours, ref);
+}
+
+std::vector<std::string> Bwrap(const std::vector<std::string>& tail) {
+  std::vector<std::string> argv = {"/usr/bin/bwrap",
+                                   "--unshare-all",
+                                   "--die-with-parent",
+                                   "--new-session",
+                                   "--ro-bind",
+                                   "/usr",
+                                   "/usr",
+                                   "--symlink",
+                                   "usr/bin",
+                                   "/bin",
+                                   "--symlink",
+                                   "usr/sbin",
+                                   "/sbin",
+                                   "--symlink",
+                                   "usr/lib",
+                                   "/lib",
+                                   "--symlink",
+                                   "usr/lib64",
+                                   "/lib64",
+                                   "--ro-bind",
+                                   "/etc",
+                                   "/etc",
+                                   "--proc",
+                                   "/proc",
+                                   "--dev",
+                                   "/dev",
+                                   "--tmpfs",
+                                   "/tmp"};
+  argv.insert(argv.end(), tail.begin(), tail.end());
+  return argv;
+}
+
+// Medians of NativeSandbox::Timings over `runs` in-process sandboxes running /bin/true.
+struct Breakdown {
+  std::vector<std::vector<double>> parts = std::vector<std::vector<double>>(9);
+};
+constexpr const char* kParts[] = {"prepare (checks, plan, sandbox cgroup)",
+                                  "clone + uid/gid maps + release",
+                                  "child setup (mounts, pivot, Landlock, caps) + exec init",
+                                  "airlock-init ready",
+                                  "spawn /bin/true (request, fork, cgroup join)",
+                                  "run /bin/true + drain output",
+                                  "finish (usage, cgroup removal, log, report)",
+                                  "destroy (init exit, namespaces, cgroups, run dir)",
+                                  "total"};
+
+std::optional<Breakdown> EngineBreakdown(engine::CgroupDriver* cgroups, spec::Level level,
+                                         int runs) {
+  Breakdown b;
+  for (int i = 0; i < runs; ++i) {
+    auto t0 = Clock::now();
+    engine::SandboxOptions o;
+    o.cgroups = cgroups;
+    o.spec.level = level;
+    auto sb = engine::NativeSandbox::Create(o);
+    if (!sb.ok()) {
+      std::fprintf(stderr, "create: %s\n", sb.status().ToString().c_str());
+      return std::nullopt;
+    }
+    auto r = (*sb)->Exec({.argv = {"/bin/true"}}, {});
+    if (!r.ok() || r->classification != Classification::kOk) return std::nullopt;
+    if (!(*sb)->Destroy().ok()) return std::nullopt;
+    double total = Ms(Clock::now() - t0);
+    const engine::Timings& t = (*sb)->timings();
+    double v[] = {Ms(t.prepare),    Ms(t.clone),   Ms(t.setup),
+                  Ms(t.init_ready), Ms(t.spawn),   Ms(t.run),
+                  Ms(t.finish),     Ms(t.destroy), total};
+    for (int k = 0; k < 9; ++k) b.parts[k].push_back(v[k]);
+  }
+  return b;
 }
 
 }  // namespace
@@ -94,6 +216,7 @@ int main(int argc, char** argv) {
   using namespace airlock;
   int runs = 40;
   std::string airlock_bin = AIRLOCK_BENCH_BIN;
+  const std::string timer = AIRLOCK_BENCH_TIMER;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--runs" && i + 1 < argc) runs = std::atoi(argv[++i]);
@@ -104,67 +227,78 @@ int main(int argc, char** argv) {
     return 2;
   }
   setgroups(0, nullptr);
-  std::printf("runs per side: %d (alternating), medians\n\n", runs);
+  const std::string log_dir = "/tmp/airlock-bench-logs";
+  std::printf("runs per side: %d (alternating), medians and p90 in ms\n", runs);
 
-  // 1. Start-up: `airlock run -- /bin/true` against bwrap with equivalent mounts.
-  std::vector<std::string> ours = {airlock_bin, "run", "--level", "2", "--log-dir",
-                                   "/tmp/airlock-bench-logs", "--", "/bin/true"};
-  std::vector<std::string> bwrap = {"/usr/bin/bwrap", "--unshare-all", "--die-with-parent",
-                                    "--new-session", "--ro-bind", "/usr", "/usr", "--symlink",
-                                    "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
-                                    "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64",
-                                    "/lib64", "--ro-bind", "/etc", "/etc", "--proc", "/proc",
-                                    "--dev", "/dev", "--tmpfs", "/tmp", "--", "/bin/true"};
-  Compare("start /bin/true", runs, {"airlock run", {}}, [&] { return TimeCommand(ours); },
-          {"bwrap", {}}, [&] { return TimeCommand(bwrap); });
+  // 1. Start-up.
+  std::printf("\n1. start-up of /bin/true\n");
+  std::vector<double> run_ms[3], bwrap_ms[3], version_ms, bwrap_version_ms;
+  for (int level : {2, 1}) {
+    std::vector<std::string> ours = {airlock_bin, "run",   "--level", std::to_string(level),
+                                     "--log-dir", log_dir, "--",      "/bin/true"};
+    std::vector<std::string> ref = Bwrap({"--", "/bin/true"});
+    // CPU time is steadier than wall time on a shared machine: both are printed.
+    std::vector<double> ours_cpu, ref_cpu;
+    // (Alternate's warm-up run of each side is the first call: not counted.)
+    auto timed = [](const std::vector<std::string>& cmd, std::vector<double>* cpu, int* calls) {
+      Spawned r = Run(cmd);
+      if (r.ms >= 0 && (*calls)++ > 0) cpu->push_back(r.cpu_ms);
+      return r.ms;
+    };
+    int ours_calls = 0, ref_calls = 0;
+    Alternate(
+        "start", runs, [&] { return timed(ours, &ours_cpu, &ours_calls); }, &run_ms[level],
+        [&] { return timed(ref, &ref_cpu, &ref_calls); }, &bwrap_ms[level]);
+    Row(fmt::format("level {}: airlock run -- /bin/true", level), "airlock run", run_ms[level],
+        "bwrap", bwrap_ms[level]);
+    Row("  CPU of all its processes", "airlock run", ours_cpu, "bwrap", ref_cpu);
+  }
+  Alternate(
+      "process floor", runs,
+      [&] {
+        return Run({airlock_bin, "--version"}).ms;
+      },
+      &version_ms,
+      [&] {
+        return Run({"/usr/bin/bwrap", "--version"}).ms;
+      },
+      &bwrap_version_ms);
+  Row("process start + exit (--version)", "airlock", version_ms, "bwrap", bwrap_version_ms);
 
-  // 2. Breakdown of a sandbox's life, from the engine's timings (in-process, no CLI).
+  // 2. Breakdown.
   engine::CgroupOptions cg_opts;
   auto cgroups = engine::CgroupDriver::Detect(cg_opts);
   if (!cgroups.ok()) {
     std::fprintf(stderr, "cgroups: %s\n", cgroups.status().ToString().c_str());
     return 1;
   }
-  std::vector<std::vector<double>> parts(9);
-  const char* names[] = {"prepare (plan, cgroups, seccomp)", "clone + id maps + cgroup",
-                         "child setup (mounts, pivot, landlock, caps) + exec init",
-                         "init ready", "spawn command", "run /bin/true + drain",
-                         "finish (accounting, log)", "destroy", "total"};
-  for (int i = 0; i < runs; ++i) {
-    auto t0 = Clock::now();
-    engine::SandboxOptions o;
-    o.cgroups = cgroups->get();
-    auto sb = engine::NativeSandbox::Create(o);
-    if (!sb.ok()) {
-      std::fprintf(stderr, "create: %s\n", sb.status().ToString().c_str());
-      return 1;
+  for (int level : {2, 1}) {
+    auto b = EngineBreakdown(cgroups->get(),
+                             level == 2 ? spec::Level::kHardened : spec::Level::kBasic, runs);
+    if (!b) return 1;
+    std::printf("\n2. where a level-%d start goes (engine in-process, cgroup %s, medians)\n", level,
+                engine::ToString((*cgroups)->version()));
+    for (int k = 0; k < 9; ++k) {
+      std::printf("  %-58s %7.3f ms\n", kParts[k], Median(b->parts[k]));
     }
-    auto r = (*sb)->Exec({.argv = {"/bin/true"}}, {});
-    if (!r.ok()) return 1;
-    (void)(*sb)->Destroy();
-    double total = Ms(Clock::now() - t0);
-    const engine::Timings& t = (*sb)->timings();
-    double v[] = {Ms(t.prepare), Ms(t.clone), Ms(t.setup), Ms(t.init_ready), Ms(t.spawn),
-                  Ms(t.run), Ms(t.finish), Ms(t.destroy), total};
-    for (int k = 0; k < 9; ++k) parts[k].push_back(v[k]);
-  }
-  std::printf("\nwhere the time goes (engine in-process, medians):\n");
-  for (int k = 0; k < 9; ++k) {
-    std::printf("  %-58s %7.3f ms\n", names[k], Percentile(parts[k], 0.5));
+    double engine_total = Median(b->parts[8]);
+    double process = Median(version_ms);
+    std::printf("  %-58s %7.3f ms\n", "+ airlock process start and exit (--version)", process);
+    std::printf("  %-58s %7.3f ms\n", "+ the rest of airlock run (flags, spec, cgroup driver,",
+                Median(run_ms[level]) - engine_total - process);
+    std::printf("  %-58s\n", "  host probe, log dir, result; median differences)");
   }
 
-  // 3. Overhead on real workloads: the same command sandboxed and not.
+  // Workload data: a C file and a git checkout of 200 files, readable by the sandbox user.
   char tmpl[] = "/tmp/airlock-bench-XXXXXX";
   std::string dir = mkdtemp(tmpl);
   (void)WriteFileAtomic(dir + "/hello.c", "#include <stdio.h>\nint main(){puts(\"hi\");}\n");
   std::string git_setup = fmt::format(
-      "cd {} && git init -q repo && cd repo && for i in $(seq 200); do echo $i > f$i; done && "
-      "git add . && git -c user.email=b@b -c user.name=b commit -qm init && chmod -R a+rX {}",
+      "cd {} && mkdir home && git init -q repo && cd repo && for i in $(seq 200); do echo $i > "
+      "f$i; done && git add . && git -c user.email=b@b -c user.name=b commit -qm init && "
+      "chmod -R a+rX {}",
       dir, dir);
   if (std::system(git_setup.c_str()) != 0) return 1;
-  std::printf("\nworkload overhead (sandboxed vs unsandboxed, alternating):\n");
-  // The same argv on both sides; git neither takes locks nor rewrites its index.
-  setenv("GIT_OPTIONAL_LOCKS", "0", 1);
   struct Workload {
     std::string name;
     std::vector<std::string> argv;
@@ -174,37 +308,97 @@ int main(int argc, char** argv) {
       {"git status (200 files)",
        {"/usr/bin/git", "-C", dir + "/repo", "-c", "safe.directory=*", "status", "--porcelain"}},
   };
-  // (a) The command inside a running level-2 sandbox (exec round trip included) against the
-  // same command started directly: the cost of the sandbox on the work itself.
+
   engine::SandboxOptions o;
   o.cgroups = cgroups->get();
   o.spec.filesystem.mounts.push_back({dir, dir, spec::MountMode::kReadOnly});
+  o.spec.filesystem.mounts.push_back(
+      {timer, "/opt/airlock-bench/timer", spec::MountMode::kReadOnly});
+  // Git neither takes locks nor rewrites its index, so both sides do the same work.
   o.spec.env["GIT_OPTIONAL_LOCKS"] = "0";
   auto sandbox = engine::NativeSandbox::Create(o);
-  if (!sandbox.ok()) return 1;
+  if (!sandbox.ok()) {
+    std::fprintf(stderr, "create: %s\n", sandbox.status().ToString().c_str());
+    return 1;
+  }
+
+  // 3. Exec round trip of a warm sandbox.
+  std::vector<double> rt, spawn, run, finish;
+  for (int i = 0; i <= runs; ++i) {
+    auto t0 = Clock::now();
+    auto r = (*sandbox)->Exec({.argv = {"/bin/true"}}, {});
+    if (!r.ok() || r->classification != Classification::kOk) return 1;
+    if (i == 0) continue;  // warm-up
+    rt.push_back(Ms(Clock::now() - t0));
+    const engine::Timings& t = (*sandbox)->timings();
+    spawn.push_back(Ms(t.spawn));
+    run.push_back(Ms(t.run));
+    finish.push_back(Ms(t.finish));
+  }
+  std::printf("\n3. exec round trip of /bin/true in a warm level-2 sandbox\n");
+  std::printf("  %-40s %7.3f ms (p90 %7.3f)\n", "Exec(/bin/true)", Median(rt), Percentile(rt, 0.9));
+  std::printf("  %-40s %7.3f ms\n", "  spawn (request, fork, cgroup join)", Median(spawn));
+  std::printf("  %-40s %7.3f ms\n", "  run + exit report + drain", Median(run));
+  std::printf("  %-40s %7.3f ms\n", "  finish (usage, cgroup, log, report)", Median(finish));
+
+  // 4. Workload overhead.
+  std::string env_home = "HOME=" + dir + "/home";
+  std::vector<std::string> env_strings = {
+      "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+      env_home,
+      "TMPDIR=/tmp",
+      "LANG=C.UTF-8",
+      "CI=true",
+      "AGENT_SANDBOX=true",
+      "GIT_OPTIONAL_LOCKS=0"};
+  std::vector<char*> env;
+  for (std::string& e : env_strings) env.push_back(e.data());
+  env.push_back(nullptr);
+  std::printf(
+      "\n4. workload overhead in a running level-2 sandbox\n"
+      "   (a) the command's own time (airlock-bench-timer: fork, exec, exit, wait), in the\n"
+      "       sandbox vs outside it; (b) the rest of each Exec call (its fixed cost)\n");
   for (const Workload& w : workloads) {
-    Compare(w.name + " (in sandbox)", runs, {"airlock exec", {}},
-            [&] {
-              auto t0 = Clock::now();
-              auto r = (*sandbox)->Exec({.argv = w.argv}, {});
-              bool ok = r.ok() && r->classification == Classification::kOk;
-              return ok ? Ms(Clock::now() - t0) : -1.0;
-            },
-            {"unsandboxed", {}}, [&] { return TimeCommand(w.argv); });
+    std::vector<std::string> in_argv = {"/opt/airlock-bench/timer"};
+    in_argv.insert(in_argv.end(), w.argv.begin(), w.argv.end());
+    std::vector<std::string> out_argv = {timer};
+    out_argv.insert(out_argv.end(), w.argv.begin(), w.argv.end());
+    std::vector<double> inside, outside, fixed;
+    Alternate(
+        w.name, runs,
+        [&] {
+          auto t0 = Clock::now();
+          auto r = (*sandbox)->Exec({.argv = in_argv}, {});
+          double exec_ms = Ms(Clock::now() - t0);
+          if (!r.ok() || r->classification != Classification::kOk) return -1.0;
+          double own = TimerMs(r->stdout_preview);
+          if (own > 0) fixed.push_back(exec_ms - own);
+          return own;
+        },
+        &inside, [&] { return TimerMs(Run(out_argv, env.data()).out); }, &outside);
+    Row("(a) " + w.name, "in sandbox", inside, "outside", outside);
+    std::printf("%-38s %-13s %8.2f (p90 %7.2f)\n", "(b)   fixed cost of that Exec", "",
+                Median(fixed), Percentile(fixed, 0.9));
   }
   (void)(*sandbox)->Destroy();
-  // (b) One-shot: `airlock run` (a whole sandbox per command) against the same command.
+
+  // 5. One-shot: a whole sandbox per command.
+  std::printf("\n5. one-shot: airlock run (a fresh level-2 sandbox) vs the command alone\n");
   for (const Workload& w : workloads) {
-    std::vector<std::string> sandboxed = {airlock_bin, "run", "--level", "2", "--log-dir",
-                                          "/tmp/airlock-bench-logs", "--mount",
-                                          dir + ":" + dir + ":ro", "--env",
-                                          "GIT_OPTIONAL_LOCKS=0", "--"};
+    std::vector<std::string> sandboxed = {airlock_bin, "run",
+                                          "--level",   "2",
+                                          "--log-dir", log_dir,
+                                          "--mount",   dir + ":" + dir + ":ro",
+                                          "--env",     "GIT_OPTIONAL_LOCKS=0",
+                                          "--"};
     sandboxed.insert(sandboxed.end(), w.argv.begin(), w.argv.end());
-    Compare(w.name + " (one-shot)", runs / 2, {"airlock run", {}},
-            [&] { return TimeCommand(sandboxed); }, {"unsandboxed", {}},
-            [&] { return TimeCommand(w.argv); });
+    std::vector<double> a, b;
+    Alternate(
+        w.name, runs / 2, [&] { return Run(sandboxed).ms; }, &a,
+        [&] { return Run(w.argv, env.data()).ms; }, &b);
+    Row(w.name, "airlock run", a, "alone", b);
   }
   (void)RemoveTree(dir);
-  (void)RemoveTree("/tmp/airlock-bench-logs");
+  (void)RemoveTree(log_dir);
   return 0;
 }

@@ -81,6 +81,35 @@ absl::StatusOr<std::vector<std::string>> LoadSecrets(const RunFlags& f) {
   return secrets;
 }
 
+// A few lines of what the supervisor saw; the whole report is in --json.
+void PrintSyscalls(const SyscallReport& s) {
+  constexpr size_t kShown = 5;
+  std::string line =
+      fmt::format("airlock: syscalls ({}): {} seen, {} denied", s.supervisor, s.seen, s.denied);
+  if (!s.counts.empty()) {
+    line += " · most:";
+    for (size_t i = 0; i < s.counts.size() && i < kShown; ++i) {
+      line += fmt::format(" {} {}", s.counts[i].name, s.counts[i].count);
+    }
+  }
+  std::fprintf(stderr, "%s\n", line.c_str());
+  for (size_t i = 0; i < s.denied_calls.size() && i < kShown; ++i) {
+    const SyscallEvent& e = s.denied_calls[i];
+    std::string what = !e.path.empty() ? e.path : !e.address.empty() ? e.address : e.detail;
+    std::fprintf(stderr, "airlock:   denied %s %s: %s\n", e.syscall.c_str(), what.c_str(),
+                 e.action.c_str());
+  }
+  for (size_t i = 0; i < s.execs.size() && i < kShown; ++i) {
+    std::fprintf(stderr, "airlock:   exec %s\n", s.execs[i].path.c_str());
+  }
+  if (!s.files.empty()) std::fprintf(stderr, "airlock:   files opened: %zu\n", s.files.size());
+  for (size_t i = 0; i < s.endpoints.size() && i < kShown; ++i) {
+    std::fprintf(stderr, "airlock:   %s %s\n", s.endpoints[i].syscall.c_str(),
+                 s.endpoints[i].address.c_str());
+  }
+  if (!s.error.empty()) std::fprintf(stderr, "airlock:   %s\n", s.error.c_str());
+}
+
 void PrintHuman(const CommandResult& r) {
   if (!r.stdout_preview.empty())
     std::fwrite(r.stdout_preview.data(), 1, r.stdout_preview.size(), stdout);
@@ -103,6 +132,7 @@ void PrintHuman(const CommandResult& r) {
   if (r.classification != Classification::kOk && !r.report.empty()) {
     std::fprintf(stderr, "%s\n", r.report.c_str());
   }
+  if (!r.syscalls.supervisor.empty()) PrintSyscalls(r.syscalls);
 }
 
 int ExitCodeOf(const CommandResult& r) {

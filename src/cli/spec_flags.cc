@@ -23,6 +23,22 @@ void AddSpecFlags(CLI::App* app, SpecFlags* f) {
       ->allow_extra_args(false);
   app->add_option("--env", f->env, "Environment variable K=V for the command; repeatable")
       ->allow_extra_args(false);
+  app->add_option("--supervisor", f->supervisor,
+                  "Syscall supervisor: none, notify (seccomp user notification) or ptrace; "
+                  "without --trace, --trace-all or rules it reports programs run, files opened "
+                  "and connections tried");
+  app->add_option("--trace", f->trace,
+                  "System calls to route to the supervisor (recorded, then run), e.g. "
+                  "openat,connect; repeatable")
+      ->delimiter(',')
+      ->allow_extra_args(false);
+  app->add_flag("--trace-all", f->trace_all,
+                "Route every system call to the supervisor (a full audit; slower)");
+  app->add_option("--deny", f->deny,
+                  "Deny a system call: NAME (EPERM) or NAME=ERRNO, e.g. connect=EACCES; "
+                  "repeatable, before the spec's own rules")
+      ->delimiter(',')
+      ->allow_extra_args(false);
 }
 
 namespace {
@@ -34,6 +50,45 @@ absl::StatusOr<int64_t> ParseInt(const std::string& flag, const std::string& tex
     return InvalidArgument(fmt::format("{} {}: expected an integer", flag, text));
   }
   return v;
+}
+
+// The names a supervisor traces when it is asked for and given nothing to trace: what an agent
+// most wants to know a command did.
+constexpr const char* kFeedbackSyscalls[] = {"execve", "execveat", "connect", "open",
+                                             "openat", "openat2",  "creat"};
+
+absl::Status ApplySyscallFlags(const SpecFlags& f, nlohmann::json& doc) {
+  if (!f.supervisor.empty()) doc["process"]["supervisor"] = f.supervisor;
+  nlohmann::json process = doc.value("process", nlohmann::json::object());
+  std::string mode = process.value("supervisor", "none");
+  nlohmann::json rules = process.value("syscalls", nlohmann::json::array());
+  if (!rules.is_array()) return absl::OkStatus();  // the spec's own error, reported by parsing
+  nlohmann::json denied = nlohmann::json::array();
+  for (const std::string& d : f.deny) {
+    size_t eq = d.find('=');
+    std::string name = d.substr(0, eq);
+    std::string err = eq == std::string::npos ? "EPERM" : d.substr(eq + 1);
+    if (name.empty() || err.empty()) {
+      return InvalidArgument(fmt::format("--deny {}: expected NAME or NAME=ERRNO", d));
+    }
+    denied.push_back({{"names", {name}}, {"action", fmt::format("errno({})", err)}});
+  }
+  const bool routes = !f.trace.empty() || f.trace_all;
+  if (routes && mode != "notify" && mode != "ptrace") {
+    return InvalidArgument("--trace and --trace-all need --supervisor notify or ptrace");
+  }
+  const std::string route = mode == "ptrace" ? "trace" : "notify";
+  if ((mode == "notify" || mode == "ptrace") && !routes && rules.empty() &&
+      process.value("syscallDefaultAction", "").empty()) {
+    nlohmann::json names = nlohmann::json::array();
+    for (const char* n : kFeedbackSyscalls) names.push_back(n);
+    rules.push_back({{"names", names}, {"action", route}});
+  }
+  if (!f.trace.empty()) rules.push_back({{"names", f.trace}, {"action", route}});
+  if (f.trace_all) doc["process"]["syscallDefaultAction"] = route;
+  denied.insert(denied.end(), rules.begin(), rules.end());
+  if (!denied.empty()) doc["process"]["syscalls"] = std::move(denied);
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -85,6 +140,7 @@ absl::StatusOr<nlohmann::json> SpecDocument(const SpecFlags& f) {
     }
     doc["env"][e.substr(0, eq)] = e.substr(eq + 1);
   }
+  RETURN_IF_ERROR(ApplySyscallFlags(f, doc));
   return doc;
 }
 

@@ -26,6 +26,12 @@ struct SpecFlags {
   std::string workspace;
   std::vector<std::string> mounts;  // SRC:DST[:ro|rw]
   std::vector<std::string> env;     // K=V
+  // The syscall supervisor: process.supervisor, rules routing calls to it (appended after the
+  // spec file's rules), everything routed (the default action), and deny rules (put first).
+  std::string supervisor;
+  std::vector<std::string> trace;  // syscall names
+  bool trace_all = false;
+  std::vector<std::string> deny;  // NAME or NAME=ERRNO
 };
 
 void AddSpecFlags(CLI::App* app, SpecFlags* flags);

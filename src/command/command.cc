@@ -97,6 +97,7 @@ nlohmann::json ToJson(const CommandResult& r) {
       {"report", r.report},
   };
   if (!r.error.empty()) j["error"] = r.error;
+  if (!r.syscalls.supervisor.empty()) j["syscalls"] = ToJson(r.syscalls);
   return j;
 }
 
@@ -140,6 +141,9 @@ absl::StatusOr<CommandResult> CommandResultFromJson(const nlohmann::json& j) {
     r.key_lines = j.value("key_lines", std::vector<std::string>{});
     r.report = j.value("report", "");
     r.error = j.value("error", "");
+    if (j.contains("syscalls")) {
+      ASSIGN_OR_RETURN(r.syscalls, SyscallReportFromJson(j.at("syscalls")), "command result");
+    }
   } catch (const nlohmann::json::exception& e) {
     return InvalidArgument(fmt::format("command result: {}", e.what()));
   }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "command/syscalls.h"
 #include "common/ids.h"
 #include "nlohmann/json.hpp"
 
@@ -100,6 +101,9 @@ struct CommandResult {
   Usage usage;
   std::vector<Violation> violations;
   std::vector<std::string> degraded;  // named protections the caller allowed to be missing
+  // What the syscall supervisor saw (process.supervisor notify or ptrace); in the JSON only
+  // when a supervisor ran.
+  SyscallReport syscalls;
   // Setup failures (SANDBOX_ERROR): the step that failed and why.
   std::string error;
   // The one-screen report for a model (see command/report.h).

@@ -1,41 +1,32 @@
 #include "common/sha256.h"
 
-#include <openssl/evp.h>
-
-#include <cstdlib>
+#include <nettle/sha2.h>
 
 namespace airlock {
 
 struct Sha256::State {
-  EVP_MD_CTX* ctx = nullptr;
-  ~State() { EVP_MD_CTX_free(ctx); }
+  struct sha256_ctx ctx;
 };
 
-Sha256::Sha256() : state_(std::make_unique<State>()) {
-  state_->ctx = EVP_MD_CTX_new();
-  if (state_->ctx == nullptr || EVP_DigestInit_ex(state_->ctx, EVP_sha256(), nullptr) != 1) {
-    std::abort();  // Only fails when OpenSSL is out of memory or misbuilt.
-  }
-}
+Sha256::Sha256() : state_(std::make_unique<State>()) { sha256_init(&state_->ctx); }
 
 Sha256::~Sha256() = default;
 Sha256::Sha256(Sha256&&) noexcept = default;
 Sha256& Sha256::operator=(Sha256&&) noexcept = default;
 
 void Sha256::Update(std::string_view data) {
-  EVP_DigestUpdate(state_->ctx, data.data(), data.size());
+  sha256_update(&state_->ctx, data.size(), reinterpret_cast<const uint8_t*>(data.data()));
 }
 
 std::string Sha256::HexDigest() {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_DigestFinal_ex(state_->ctx, md, &len);
+  uint8_t md[SHA256_DIGEST_SIZE];
+  sha256_digest(&state_->ctx, sizeof(md), md);
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
-  out.reserve(len * 2);
-  for (unsigned int i = 0; i < len; ++i) {
-    out.push_back(kHex[md[i] >> 4]);
-    out.push_back(kHex[md[i] & 15]);
+  out.reserve(2 * sizeof(md));
+  for (uint8_t b : md) {
+    out.push_back(kHex[b >> 4]);
+    out.push_back(kHex[b & 15]);
   }
   return out;
 }

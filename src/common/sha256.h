@@ -1,4 +1,4 @@
-// Incremental SHA-256 (OpenSSL EVP). Not thread-safe; one object per stream.
+// Incremental SHA-256 (Nettle). Not thread-safe; one object per stream.
 #ifndef AIRLOCK_COMMON_SHA256_H_
 #define AIRLOCK_COMMON_SHA256_H_
 

@@ -183,6 +183,24 @@ TEST_P(CgroupContractTest, ChildrenAreKilledWithTheParent) {
   EXPECT_TRUE(WIFSIGNALED(child.Wait()));
 }
 
+TEST_P(CgroupContractTest, DestroyKillsWhatIsStillInsideAndRemovesTheTree) {
+  // Destroy removes an emptied cgroup with a bare rmdir; a process left in a child cgroup
+  // must make it fall back to kill and remove everything.
+  auto sub = cg_->CreateChild("cmd-1");
+  ASSERT_TRUE(sub.ok()) << sub.status();
+  Child child("exec sleep 1000");
+  ASSERT_TRUE((*sub)->AddProcess(child.pid()).ok());
+  child.Release();
+  ASSERT_TRUE(cg_->Destroy().ok());
+  int status = child.Wait();
+  EXPECT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(WTERMSIG(status), SIGKILL);
+  auto names = driver_->List();
+  ASSERT_TRUE(names.ok()) << names.status();
+  EXPECT_EQ(std::find(names->begin(), names->end(), name_), names->end());
+  EXPECT_EQ(driver_->Open(name_).status().code(), absl::StatusCode::kNotFound);
+}
+
 TEST_P(CgroupContractTest, FreezeStopsCpuUseAndThawResumes) {
   Child child("while :; do :; done");
   ASSERT_TRUE(cg_->AddProcess(child.pid()).ok());

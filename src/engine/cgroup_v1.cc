@@ -165,10 +165,20 @@ class CgroupV1 : public Cgroup {
   }
 
   absl::Status Destroy() override {
-    RETURN_IF_ERROR(Kill(std::chrono::seconds(5)), fmt::format("destroy cgroup {}", name_));
+    // The kernel refuses to remove a cgroup holding a process or a child cgroup (EBUSY), so
+    // when rmdir succeeds in the hierarchy that lists processes, the tree was empty in all of
+    // them (every airlock process joins every hierarchy) and needs no scan and no kill: the
+    // common case at the end of a command or a sandbox.
+    const std::string procs_dir = fmt::format("{}/{}", ProcessMount(), name_);
+    const bool emptied = ::rmdir(procs_dir.c_str()) == 0;
+    if (!emptied) {
+      RETURN_IF_ERROR(Kill(std::chrono::seconds(5)), fmt::format("destroy cgroup {}", name_));
+    }
     absl::Status status;
     for (const std::string& root : UniqueMounts()) {
-      status.Update(RemoveCgroupDir(fmt::format("{}/{}", root, name_)));
+      std::string dir = fmt::format("{}/{}", root, name_);
+      if (emptied && dir == procs_dir) continue;
+      status.Update(RemoveCgroupDir(dir));
     }
     return status;
   }

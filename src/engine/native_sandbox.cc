@@ -61,11 +61,6 @@ absl::Status CheckSpecSupported(const spec::SandboxSpec& s) {
         "level {} ({}) is not served by the native backend, which provides levels 1 and 2",
         static_cast<int>(s.level), spec::ToString(s.level)));
   }
-  if (s.process.supervisor != spec::SupervisorMode::kNone || !s.process.syscalls.empty()) {
-    return FailedPrecondition(
-        "process.supervisor and process.syscalls need the syscall supervisor, which this build "
-        "does not provide yet");
-  }
   if (!s.process.capabilities.empty()) {
     return FailedPrecondition("process.capabilities: sandboxed commands never keep capabilities");
   }
@@ -103,6 +98,16 @@ absl::Status CheckImage(const spec::SandboxSpec& s, const std::string& image_roo
         s.image));
   }
   return absl::OkStatus();
+}
+
+// The spec's syscall policy, checked against the built-in profile (InvalidArgument naming the
+// rule) and against what the kernel can provide (FailedPrecondition).
+absl::StatusOr<std::shared_ptr<const supervisor::SyscallPolicy>> CompileSyscallPolicy(
+    const spec::Process& process) {
+  ASSIGN_OR_RETURN(supervisor::SyscallPolicy policy,
+                   supervisor::SyscallPolicy::Compile(process, internal::TreatmentOf));
+  RETURN_IF_ERROR(supervisor::CheckAvailable(process.supervisor));
+  return std::make_shared<const supervisor::SyscallPolicy>(std::move(policy));
 }
 
 // Fails closed when the host lacks a protection the spec needs, unless the caller allowed it
@@ -294,6 +299,8 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
   auto t0 = Clock::now();
   if (options.cgroups == nullptr) return InvalidArgument("sandbox options: no cgroup driver");
   RETURN_IF_ERROR(CheckSpecSupported(options.spec));
+  ASSIGN_OR_RETURN(std::shared_ptr<const supervisor::SyscallPolicy> syscall_policy,
+                   CompileSyscallPolicy(options.spec.process));
   RETURN_IF_ERROR(CheckImage(options.spec, options.image_rootfs));
   const bool wants_egress = options.spec.network.profile != spec::NetworkProfile::kNone;
   std::optional<netproxy::Policy> policy;
@@ -328,6 +335,7 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
   sb->options_ = std::move(options);
   sb->id_ = sb->options_.id.empty() ? SandboxId::New() : sb->options_.id;
   sb->degraded_ = std::move(degraded);
+  sb->syscall_policy_ = std::move(syscall_policy);
   const spec::SandboxSpec& s = sb->options_.spec;
 
   RETURN_IF_ERROR(MakeDirs(sb->options_.run_dir_base, 0711));
@@ -353,6 +361,7 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
                         : 0;
   in.spec_json = spec::ToJson(s).dump(2);
   RETURN_IF_ERROR(MakeDirs(sb->run_dir_ + "/root", 0755));
+  RETURN_IF_ERROR(MakeDirs(sb->run_dir_ + "/setup", 0755));
   RETURN_IF_ERROR(MakeDirs(sb->log_dir_, 0700));
   if (wants_egress) {
     // The proxy's socket for this sandbox, bound into it at /run/egress.sock; the run directory
@@ -371,8 +380,19 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
   if (!Allowed(sb->degraded_, "cgroup-pids")) limits.pids_max = s.process.pids_limit;
   if (!Allowed(sb->degraded_, "cgroup-cpu")) limits.cpu_cores = s.resources.cpu;
   RETURN_IF_ERROR(sb->cgroup_->SetLimits(limits), "set cgroup limits");
-  ASSIGN_OR_RETURN(sb->init_cgroup_, sb->cgroup_->CreateChild("init"), "create init cgroup");
-  ASSIGN_OR_RETURN(sb->seccomp_filter_, internal::BuildSeccompFilter(), "build seccomp filter");
+  // cgroup v2 allows processes only in leaves once controllers are enabled below: airlock-init
+  // gets its own. On v1 it stays in the sandbox's cgroup, which saves a cgroup per hierarchy.
+  if (sb->cgroup_->version() == CgroupVersion::kV2) {
+    ASSIGN_OR_RETURN(sb->init_cgroup_, sb->cgroup_->CreateChild("init"), "create init cgroup");
+  }
+  // The profile compiled at build time, unless a syscall policy widens it.
+  if (sb->syscall_policy_->widened().empty()) {
+    sb->seccomp_filter_ = internal::DefaultSeccompFilter();
+  } else {
+    ASSIGN_OR_RETURN(sb->seccomp_filter_,
+                     internal::BuildSeccompFilter(sb->syscall_policy_->widened()),
+                     "build seccomp filter");
+  }
   sb->timings_.prepare = Since(t0);
 
   RETURN_IF_ERROR(sb->Launch(setup), fmt::format("start sandbox {}", sb->id_.value()));
@@ -413,7 +433,8 @@ absl::Status NativeSandbox::Launch(Setup& setup) {
   args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
   args.exit_signal = SIGCHLD;
   // No migration by us: v2 clones straight into the cgroup, v1 has the child move itself.
-  ASSIGN_OR_RETURN(Cgroup::Entry entry, init_cgroup_->OpenEntry(), "open cgroup");
+  Cgroup& init_cgroup = init_cgroup_ ? *init_cgroup_ : *cgroup_;
+  ASSIGN_OR_RETURN(Cgroup::Entry entry, init_cgroup.OpenEntry(), "open cgroup");
   if (entry.mode == Cgroup::Entry::Mode::kCloneInto) {
     args.flags |= CLONE_INTO_CGROUP;
     args.cgroup = static_cast<uint64_t>(entry.fds[0].get());
@@ -437,6 +458,12 @@ absl::Status NativeSandbox::Launch(Setup& setup) {
   char go = 1;
   if (::write(sync_w.get(), &go, 1) != 1) return ErrnoStatus(errno, "release sandbox process");
   timings_.clone = Since(t0);
+
+  // While the child builds its mount tree, make the first command's cgroup (Exec would
+  // otherwise do it on its own critical path). A failure here is reported by Exec, which
+  // tries again.
+  next_cgroup_number_ = next_command_++;
+  if (auto cg = NewCommandCgroup(next_cgroup_number_); cg.ok()) next_cgroup_ = *std::move(cg);
 
   auto t1 = Clock::now();
   internal::ChildError err{};
@@ -529,8 +556,10 @@ absl::Status NativeSandbox::UpdateNetworkPolicy(const spec::Network& network,
   return absl::OkStatus();
 }
 
-absl::StatusOr<pid_t> NativeSandbox::Spawn(const init::SpawnRequest& request, UniqueFd (&stdio)[3],
-                                           Cgroup& cgroup, std::shared_ptr<ExitSlot> exit_slot) {
+absl::StatusOr<pid_t> NativeSandbox::Spawn(
+    const init::SpawnRequest& request, UniqueFd (&stdio)[3], Cgroup& cgroup,
+    std::shared_ptr<ExitSlot> exit_slot,
+    const std::function<absl::Status(int pidfd, pid_t host_pid)>& before_start) {
   // On cgroup v1 the process moves itself into its cgroup: a migration from here would take the
   // kernel's global cgroup lock, whose first use waits for an RCU grace period. On v2 (where
   // airlock-init, confined to its own cgroup namespace, may not clone into a sibling) we move it
@@ -539,6 +568,9 @@ absl::StatusOr<pid_t> NativeSandbox::Spawn(const init::SpawnRequest& request, Un
   const bool self_join = entry.mode == Cgroup::Entry::Mode::kWriteSelf;
   init::SpawnRequest req = request;
   req.cgroup_join = self_join ? init::CgroupJoin::kWriteSelf : init::CgroupJoin::kNone;
+  // A process that needs nothing from us before it runs starts without a round trip.
+  const bool hold = !self_join || before_start;
+  req.start = hold ? init::SpawnStart::kOnStart : init::SpawnStart::kAtOnce;
   std::vector<int> fds_out = {stdio[0].get(), stdio[1].get(), stdio[2].get()};
   if (self_join) {
     for (const UniqueFd& fd : entry.fds) fds_out.push_back(fd.get());
@@ -553,23 +585,29 @@ absl::StatusOr<pid_t> NativeSandbox::Spawn(const init::SpawnRequest& request, Un
     std::lock_guard lock(control_mu_);
     if (init_gone_) return absl::UnavailableError("airlock-init has exited; the sandbox is gone");
     spawned_reply_.reset();
+    // A self-joining process runs as soon as it is forked and may exit before we read the reply:
+    // the control reader registers its slot as it reads kSpawned, before any kExited of it.
+    spawn_exit_slot_ = std::move(exit_slot);
     if (int e = init::SendMessage(control_.get(), init::MessageType::kSpawn, init::EncodeSpawn(req),
                                   fds_out.data(), static_cast<int>(fds_out.size()));
         e != 0) {
+      spawn_exit_slot_.reset();
       return ErrnoStatus(e, "send spawn request to airlock-init");
     }
   }
   for (UniqueFd& fd : stdio) fd.Reset();
   entry.fds.clear();
 
-  // The reply carries a pidfd of the new process; it waits until we have put it in its cgroup.
+  // The reply carries a pidfd of the new process (which, with kOnStart, waits for kStart).
   std::pair<std::string, std::vector<UniqueFd>> reply;
   {
     std::unique_lock lock(control_mu_);
     if (!spawned_cv_.wait_for(lock, std::chrono::seconds(30),
                               [&] { return spawned_reply_.has_value() || init_gone_; })) {
+      spawn_exit_slot_.reset();
       return absl::DeadlineExceededError("airlock-init did not answer a spawn request in 30 s");
     }
+    spawn_exit_slot_.reset();
     if (!spawned_reply_) return absl::UnavailableError("airlock-init exited during a spawn");
     reply = std::move(*spawned_reply_);
     spawned_reply_.reset();
@@ -580,21 +618,51 @@ absl::StatusOr<pid_t> NativeSandbox::Spawn(const init::SpawnRequest& request, Un
   pid_t ns_pid = r.I32();
   if (!r.done()) return Internal("airlock-init sent an unexpected reply to a spawn request");
   if (spawn_errno != 0) return ErrnoStatus(spawn_errno, "airlock-init could not fork");
-  if (reply.second.size() != 1) return Internal("airlock-init sent no pidfd");
-  if (!self_join) {
-    ASSIGN_OR_RETURN(pid_t host_pid, PidFromPidfd(reply.second[0].get()), "locate the new process");
-    RETURN_IF_ERROR(cgroup.AddProcess(host_pid), "place the new process in its cgroup");
+  auto forget_exit = [&] {
+    std::lock_guard lock(control_mu_);
+    exits_.erase(ns_pid);
+  };
+  if (reply.second.size() != 1) {
+    forget_exit();
+    return Internal("airlock-init sent no pidfd");
+  }
+  if (!hold) return ns_pid;  // it has joined its cgroup and started by itself
+  // On failure the process stays blocked before its start until the caller kills its cgroup.
+  absl::StatusOr<pid_t> host_pid = PidFromPidfd(reply.second[0].get());
+  absl::Status ready =
+      host_pid.ok() ? absl::OkStatus() : Annotate(host_pid.status(), "locate the new process");
+  if (ready.ok() && !self_join) {
+    ready = Annotate(cgroup.AddProcess(*host_pid), "place the new process in its cgroup");
+  }
+  if (ready.ok() && before_start) ready = before_start(reply.second[0].get(), *host_pid);
+  if (!ready.ok()) {
+    forget_exit();
+    return ready;
   }
   init::Writer start;
   start.I32(ns_pid);
   std::lock_guard lock(control_mu_);
-  // Registered before kStart: the process cannot exit before it has been released.
-  if (exit_slot) exits_[ns_pid] = std::move(exit_slot);
   if (int e = init::SendMessage(control_.get(), init::MessageType::kStart, start.data()); e != 0) {
     exits_.erase(ns_pid);
     return ErrnoStatus(e, "release the new process");
   }
   return ns_pid;
+}
+
+absl::StatusOr<std::unique_ptr<Cgroup>> NativeSandbox::NewCommandCgroup(int number) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Cgroup> cg, cgroup_->CreateChild(fmt::format("cmd-{}", number)),
+                   "create command cgroup");
+  // The command's own limits equal the sandbox's, so an OOM kill or a refused fork is counted
+  // in the command's cgroup, where we read it.
+  const spec::SandboxSpec& s = options_.spec;
+  CgroupLimits limits;
+  if (!Allowed(degraded_, "cgroup-memory")) limits.memory_bytes = s.resources.memory_mb << 20;
+  if (!Allowed(degraded_, "cgroup-pids")) limits.pids_max = s.process.pids_limit;
+  if (absl::Status st = cg->SetLimits(limits); !st.ok()) {
+    (void)cg->Destroy();
+    return Annotate(st, "set command cgroup limits");
+  }
+  return cg;
 }
 
 void NativeSandbox::ReadControl() {
@@ -609,6 +677,14 @@ void NativeSandbox::ReadControl() {
     if (e != 0) break;
     if (type == init::MessageType::kSpawned) {
       std::lock_guard lock(control_mu_);
+      init::Reader r(payload);
+      r.U64();
+      int spawn_errno = r.I32();
+      pid_t pid = r.I32();
+      if (r.done() && spawn_errno == 0 && spawn_exit_slot_) {
+        exits_[pid] = std::move(spawn_exit_slot_);
+      }
+      spawn_exit_slot_.reset();
       spawned_reply_.emplace(std::move(payload), std::move(received));
       spawned_cv_.notify_all();
     } else if (type == init::MessageType::kExited) {
@@ -683,7 +759,11 @@ struct RunningCommand::State {
   ExecOptions options;
   std::optional<Redactor> redactor;
   CommandResult result;
-  std::unique_ptr<Cgroup> cg;
+  // Shared with the syscall supervisor, whose thread may kill the command (and which may
+  // outlive this state with keep_background); cg_mu orders those kills with ours.
+  std::shared_ptr<Cgroup> cg;
+  std::shared_ptr<std::mutex> cg_mu = std::make_shared<std::mutex>();
+  std::unique_ptr<supervisor::Supervisor> sup;
   UniqueFd out_r, err_r, in_w;
   std::string raw_path;
   UniqueFd raw;
@@ -696,6 +776,15 @@ struct RunningCommand::State {
   Clock::time_point t_start;
   Timings timings;
   bool waited = false;
+
+  absl::Status KillTree(milliseconds timeout = std::chrono::seconds(5)) {
+    std::lock_guard lock(*cg_mu);
+    return cg->Kill(timeout);
+  }
+  absl::Status DestroyCgroup() {
+    std::lock_guard lock(*cg_mu);
+    return cg->Destroy();
+  }
 };
 
 RunningCommand::RunningCommand(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -740,22 +829,19 @@ absl::StatusOr<std::unique_ptr<RunningCommand>> NativeSandbox::Start(const Comma
   }
   st->result.command_id = options.command_id.empty() ? CommandId::New() : options.command_id;
   st->result.degraded = degraded_;
-  int number = next_command_++;
+  int number = 0;
   {
+    // The first command takes the cgroup made while the sandbox started.
     std::lock_guard lock(cgroup_mu_);
-    ASSIGN_OR_RETURN(st->cg, cgroup_->CreateChild(fmt::format("cmd-{}", number)),
-                     "create command cgroup");
+    if (next_cgroup_) {
+      st->cg = std::move(next_cgroup_);
+      number = next_cgroup_number_;
+    } else {
+      number = next_command_++;
+      ASSIGN_OR_RETURN(st->cg, NewCommandCgroup(number));
+    }
   }
-  // The command's own limits equal the sandbox's, so an OOM kill or a refused fork is counted
-  // in the command's cgroup, where we read it.
-  CgroupLimits limits;
-  if (!Allowed(degraded_, "cgroup-memory")) limits.memory_bytes = s.resources.memory_mb << 20;
-  if (!Allowed(degraded_, "cgroup-pids")) limits.pids_max = s.process.pids_limit;
-  if (absl::Status l = st->cg->SetLimits(limits); !l.ok()) {
-    (void)st->cg->Destroy();
-    return Annotate(l, "set command cgroup limits");
-  }
-  auto destroy_cgroup = [&] { (void)st->cg->Destroy(); };
+  auto destroy_cgroup = [&] { (void)st->DestroyCgroup(); };
 
   int out[2], err[2], in[2] = {-1, -1};  // NOLINT
   if (::pipe2(out, O_CLOEXEC) != 0) {
@@ -808,11 +894,33 @@ absl::StatusOr<std::unique_ptr<RunningCommand>> NativeSandbox::Start(const Comma
   req.cwd = command.workdir.empty() ? s.workdir : command.workdir;
   req.rlimits = CommandRlimits(s);
   req.seccomp_filter = seccomp_filter_;
+  req.policy_filter = syscall_policy_->filter();
+  req.policy_listener = syscall_policy_->mode() == spec::SupervisorMode::kNotify
+                            ? init::PolicyListener::kNotify
+                            : init::PolicyListener::kNone;
   UniqueFd stdio[3] = {std::move(in_r), std::move(out_w), std::move(err_w)};
   st->egress_mark =
       egress_active_ && options_.egress.blocked ? options_.egress.blocked->Mark(id_) : 0;
-  absl::StatusOr<pid_t> pid = Spawn(req, stdio, *st->cg, exit_slot);
+  absl::StatusOr<std::unique_ptr<supervisor::Supervisor>> sup = StartSupervisor(
+      [cg = st->cg, mu = st->cg_mu] {
+        std::lock_guard lock(*mu);
+        (void)cg->Kill();
+      },
+      options.syscall_events);
+  if (!sup.ok()) {
+    (void)::unlink(st->raw_path.c_str());
+    destroy_cgroup();
+    return Annotate(sup.status(), "start syscall supervisor");
+  }
+  st->sup = *std::move(sup);
+  std::function<absl::Status(int, pid_t)> attach;
+  if (st->sup) {
+    attach = [&st](int pidfd, pid_t pid) { return st->sup->Attach({.pidfd = pidfd, .pid = pid}); };
+  }
+  absl::StatusOr<pid_t> pid = Spawn(req, stdio, *st->cg, exit_slot, attach);
   if (!pid.ok()) {
+    (void)st->KillTree();  // a process that was not started may be waiting for its start
+    st->sup.reset();
     (void)::unlink(st->raw_path.c_str());
     destroy_cgroup();
     return Annotate(pid.status(), "start command");
@@ -845,7 +953,7 @@ absl::StatusOr<CommandResult> RunningCommand::Wait() {
     if (tree_killed) return;
     tree_killed = true;
     last_kill = Clock::now();
-    if (absl::Status k = st.cg->Kill(); !k.ok()) {
+    if (absl::Status k = st.KillTree(); !k.ok()) {
       Log().Warn("kill command tree", {{"sandbox", sb.id_.value()}, {"error", Message(k)}});
     }
   };
@@ -934,11 +1042,11 @@ absl::StatusOr<CommandResult> RunningCommand::Wait() {
       result.timed_out = true;
       kill_tree();
     }
-    // On cgroup v1 a new process moves itself into its cgroup once released, so a kill right
+    // On cgroup v1 a new process moves itself into its cgroup as it starts, so a kill right
     // after Start can find the cgroup still empty: repeat it until the command is gone.
     if (tree_killed && !exited && !sb.paused_ && Clock::now() - last_kill > milliseconds(100)) {
       last_kill = Clock::now();
-      (void)st.cg->Kill(milliseconds(100));
+      (void)st.KillTree(milliseconds(100));
     }
     if (!exited && s.resources.cpu_time_seconds > 0 && !cpu_exceeded) {
       if (auto stats = st.cg->Stats(); stats.ok() && (stats->cpu_user_us + stats->cpu_system_us) >
@@ -949,7 +1057,8 @@ absl::StatusOr<CommandResult> RunningCommand::Wait() {
     }
   }
   if (init_gone) {
-    (void)st.cg->Destroy();
+    st.sup.reset();  // the sandbox's processes died with airlock-init
+    (void)st.DestroyCgroup();
     (void)::unlink(st.raw_path.c_str());
     return absl::UnavailableError("airlock-init exited while the command ran; the sandbox is gone");
   }
@@ -971,9 +1080,10 @@ absl::StatusOr<CommandResult> RunningCommand::Wait() {
     result.exit_code = -1;
     result.signal = WTERMSIG(wait_status);
   }
+  if (st.sup) sb.FinishSupervisor(std::move(st.sup), !st.options.keep_background, result);
   ASSIGN_OR_RETURN(CgroupStats stats, st.cg->Stats(), "read command usage");
   if (!st.options.keep_background) {
-    if (absl::Status d = st.cg->Destroy(); !d.ok()) {
+    if (absl::Status d = st.DestroyCgroup(); !d.ok()) {
       Log().Warn("remove command cgroup", {{"sandbox", sb.id_.value()}, {"error", Message(d)}});
     }
   }
@@ -995,6 +1105,7 @@ absl::StatusOr<CommandResult> RunningCommand::Wait() {
     result.error = fmt::format("command setup step \"{}\": {}", init::ToString(setup_stage),
                                std::strerror(setup_errno));
   }
+  if (result.syscalls.killed) result.classification = Classification::kPolicyBlocked;
   if (result.signal == SIGSYS) {
     result.violations.push_back(
         {"seccomp", "the command was killed for a forbidden system call", {{"signal", "SIGSYS"}}});
@@ -1031,16 +1142,58 @@ absl::StatusOr<CommandResult> NativeSandbox::Exec(const CommandSpec& command,
   return running->Wait();
 }
 
+absl::StatusOr<std::unique_ptr<supervisor::Supervisor>> NativeSandbox::StartSupervisor(
+    std::function<void()> kill, SyscallEventSink* events) {
+  if (syscall_policy_->mode() == spec::SupervisorMode::kNone) {
+    return std::unique_ptr<supervisor::Supervisor>();
+  }
+  return supervisor::Supervisor::Start(
+      {.policy = syscall_policy_, .kill_command = std::move(kill), .events = events});
+}
+
+void NativeSandbox::FinishSupervisor(std::unique_ptr<supervisor::Supervisor> sup, bool wait,
+                                     CommandResult& result) {
+  // The command's processes are gone (killed with its tree): the supervisor sees the last go.
+  bool done = sup->WaitDone(wait ? milliseconds(2000) : milliseconds(0));
+  result.syscalls = sup->Report();
+  constexpr size_t kMaxSyscallViolations = 16;
+  for (size_t i = 0; i < result.syscalls.denied_calls.size() && i < kMaxSyscallViolations; ++i) {
+    const SyscallEvent& e = result.syscalls.denied_calls[i];
+    std::string rule =
+        e.rule >= 0 ? fmt::format("process.syscalls[{}]", e.rule) : "process.syscallDefaultAction";
+    result.violations.push_back(
+        {"syscall", fmt::format("{} denied by {} ({})", e.syscall, rule, e.action), ToJson(e)});
+  }
+  if (!done && wait) {
+    Log().Warn("syscall supervisor still busy after the command", {{"sandbox", id_.value()}});
+  }
+  std::lock_guard lock(supervisors_mu_);
+  std::erase_if(lingering_supervisors_, [](const auto& s) { return s->WaitDone(milliseconds(0)); });
+  if (!done) lingering_supervisors_.push_back(std::move(sup));  // its processes live on
+}
+
 absl::Status NativeSandbox::Destroy() {
   if (destroyed_) return absl::OkStatus();
   destroyed_ = true;
   auto t0 = Clock::now();
   absl::Status status;
   // Closing the control socket makes airlock-init exit; the kernel then kills every other
-  // process of its pid namespace.
+  // process of its pid namespace. What does not need them gone is done while that happens.
   if (control_) ::shutdown(control_.get(), SHUT_RDWR);  // wakes the control reader
   if (control_reader_.joinable()) control_reader_.join();
   control_.Reset();
+  if (egress_active_) {
+    status.Update(Annotate(options_.egress.proxy->RemoveSandbox(id_), "egress proxy"));
+    if (options_.egress.blocked != nullptr) options_.egress.blocked->Forget(id_);
+    egress_active_ = false;
+  }
+  if (next_cgroup_) {
+    status.Update(Annotate(next_cgroup_->Destroy(), "remove unused command cgroup"));
+    next_cgroup_.reset();
+  }
+  // Only host-side files: mount points (whose mounts live in the sandbox's mount namespace),
+  // generated output, sockets.
+  if (!run_dir_.empty()) status.Update(Annotate(RemoveTree(run_dir_), "remove run directory"));
   if (init_pid_ > 0) {
     struct pollfd p = {init_pidfd_.get(), POLLIN, 0};
     if (::poll(&p, 1, 2000) <= 0 && cgroup_) status.Update(cgroup_->Kill());
@@ -1048,13 +1201,11 @@ absl::Status NativeSandbox::Destroy() {
     init_pid_ = -1;
   }
   init_pidfd_.Reset();
-  if (egress_active_) {
-    status.Update(Annotate(options_.egress.proxy->RemoveSandbox(id_), "egress proxy"));
-    if (options_.egress.blocked != nullptr) options_.egress.blocked->Forget(id_);
-    egress_active_ = false;
+  {
+    std::lock_guard lock(supervisors_mu_);
+    lingering_supervisors_.clear();  // their processes died with the sandbox
   }
   if (cgroup_) status.Update(Annotate(cgroup_->Destroy(), "remove cgroup"));
-  if (!run_dir_.empty()) status.Update(Annotate(RemoveTree(run_dir_), "remove run directory"));
   std::lock_guard lock(timings_mu_);
   timings_.destroy = Since(t0);
   return status;

@@ -50,6 +50,8 @@
 #include "netproxy/events.h"
 #include "netproxy/policy.h"
 #include "spec/sandbox_spec.h"
+#include "supervisor/policy.h"
+#include "supervisor/supervisor.h"
 
 namespace airlock::engine {
 
@@ -105,6 +107,10 @@ struct ExecOptions {
   // stream holds back at most a window of bytes that could still be a secret's start). Called
   // on the thread that waits for the command; keep it short (it paces the command's pipes).
   std::function<void(OutputCapture::Stream, std::string_view)> on_output;
+  // Receives the syscall supervisor's events while the command runs (process.supervisor notify
+  // or ptrace); not owned, must outlive the command. The same events end up, bounded, in
+  // CommandResult.syscalls.
+  SyscallEventSink* syscall_events = nullptr;
 };
 
 // Where the time of Create and Exec went (for the benchmark's breakdown).
@@ -257,10 +263,22 @@ class NativeSandbox {
   absl::Status Launch(Setup& setup);
   absl::Status WaitReady(std::chrono::milliseconds timeout);
   absl::Status StartForwarder();
-  // Has airlock-init start a process (waiting in its cgroup before it runs); its pid in the
-  // sandbox. With `exit_slot`, the process's end is reported there.
-  absl::StatusOr<pid_t> Spawn(const init::SpawnRequest& request, UniqueFd (&stdio)[3],
-                              Cgroup& cgroup, std::shared_ptr<ExitSlot> exit_slot = nullptr);
+  // Has airlock-init start a process in `cgroup`; its pid in the sandbox. With `exit_slot`, the
+  // process's end is reported there. `before_start`, when set, gets the new process (pidfd,
+  // host pid) before it runs: the hook where a syscall supervisor takes it over. On v1 without
+  // `before_start` the process joins its cgroup by itself and runs at once; otherwise it waits
+  // until we have placed it (v2) and called the hook.
+  absl::StatusOr<pid_t> Spawn(
+      const init::SpawnRequest& request, UniqueFd (&stdio)[3], Cgroup& cgroup,
+      std::shared_ptr<ExitSlot> exit_slot = nullptr,
+      const std::function<absl::Status(int pidfd, pid_t host_pid)>& before_start = nullptr);
+  // The command's syscall supervisor, when the spec asks for one; `kill` kills the command.
+  absl::StatusOr<std::unique_ptr<supervisor::Supervisor>> StartSupervisor(
+      std::function<void()> kill, SyscallEventSink* events);
+  // Its report into `result` (classification and violations included); a supervisor whose
+  // processes outlive the command (keep_background) is kept until the sandbox goes.
+  void FinishSupervisor(std::unique_ptr<supervisor::Supervisor> sup, bool wait,
+                        CommandResult& result);
   void ReadControl();  // the control reader thread
   absl::Status SendSignal(pid_t pid, int signal);
   // Sends a file request with `data` (the worker's end of the data pipe, or none); returns our
@@ -269,6 +287,8 @@ class NativeSandbox {
   absl::StatusOr<std::vector<FileInfo>> FileOpResult(init::FileOp op, const std::string& path,
                                                      uint32_t flags, uint32_t mode);
   void RecordTimings(const Timings& command);
+  // A cgroup cmd-`number` for a command, with the sandbox's memory and pids limits.
+  absl::StatusOr<std::unique_ptr<Cgroup>> NewCommandCgroup(int number);
 
   SandboxOptions options_;
   SandboxId id_;
@@ -277,9 +297,15 @@ class NativeSandbox {
   std::vector<std::string> degraded_;
   std::mutex cgroup_mu_;  // cgroup_ is shared by concurrent Start/Pause/Resume
   std::unique_ptr<Cgroup> cgroup_;
-  std::unique_ptr<Cgroup> init_cgroup_;
+  std::unique_ptr<Cgroup> init_cgroup_;  // v2 only (v1 keeps init in cgroup_)
+  // Made while the sandbox starts, for the first command (under cgroup_mu_).
+  std::unique_ptr<Cgroup> next_cgroup_;
+  int next_cgroup_number_ = 0;
   std::atomic<bool> paused_{false};
   std::string seccomp_filter_;
+  std::shared_ptr<const supervisor::SyscallPolicy> syscall_policy_;
+  std::mutex supervisors_mu_;  // lingering_supervisors_ (commands finish concurrently)
+  std::vector<std::unique_ptr<supervisor::Supervisor>> lingering_supervisors_;
   UniqueFd control_;  // our end of airlock-init's control socket
   UniqueFd init_pidfd_;
   pid_t init_pid_ = -1;
@@ -294,6 +320,7 @@ class NativeSandbox {
   std::mutex control_mu_;  // guards what follows, and sends on control_
   std::condition_variable spawned_cv_;
   std::optional<std::pair<std::string, std::vector<UniqueFd>>> spawned_reply_;
+  std::shared_ptr<ExitSlot> spawn_exit_slot_;  // for the spawn in flight (see Spawn)
   std::map<pid_t, std::shared_ptr<ExitSlot>> exits_;
   bool init_gone_ = false;
   std::thread control_reader_;

@@ -16,11 +16,10 @@
 namespace airlock::engine {
 namespace {
 
-using testing::SandboxTest;
+// Every test runs without a supervisor, under notify and under ptrace.
+class NativeSandboxTest : public testing::SupervisedSandboxTest {};
 
-class NativeSandboxTest : public SandboxTest {};
-
-TEST_F(NativeSandboxTest, RunsACommandAndCapturesOutput) {
+TEST_P(NativeSandboxTest, RunsACommandAndCapturesOutput) {
   CommandResult r = Shell("echo hello; echo oops >&2; exit 3");
   EXPECT_EQ(r.classification, Classification::kExitNonzero);
   EXPECT_EQ(r.exit_code, 3);
@@ -32,7 +31,7 @@ TEST_F(NativeSandboxTest, RunsACommandAndCapturesOutput) {
   EXPECT_TRUE(r.degraded.empty());
 }
 
-TEST_F(NativeSandboxTest, FailureReportNamesTheLikelyCauseAndKeyLines) {
+TEST_P(NativeSandboxTest, FailureReportNamesTheLikelyCauseAndKeyLines) {
   CommandResult r = Shell("printf 'int main(void) { return nope; }\\n' > m.c && gcc -c m.c");
   EXPECT_EQ(r.classification, Classification::kExitNonzero);
   EXPECT_EQ(r.failure, FailureKind::kCompilationError) << r.stderr_preview;
@@ -42,7 +41,7 @@ TEST_F(NativeSandboxTest, FailureReportNamesTheLikelyCauseAndKeyLines) {
   EXPECT_NE(r.report.find("m.c:1:"), std::string::npos) << r.report;
 }
 
-TEST_F(NativeSandboxTest, CreatesFromAMultiThreadedProcess) {
+TEST_P(NativeSandboxTest, CreatesFromAMultiThreadedProcess) {
   // The child of clone3 inherits glibc's list of the caller's threads but not the threads: any
   // libc call that synchronises them (setresuid, for one) would hang it. Keep threads busy here.
   std::atomic<bool> stop{false};
@@ -58,14 +57,14 @@ TEST_F(NativeSandboxTest, CreatesFromAMultiThreadedProcess) {
   EXPECT_EQ(r.classification, Classification::kOk);
 }
 
-TEST_F(NativeSandboxTest, SuccessIsOk) {
+TEST_P(NativeSandboxTest, SuccessIsOk) {
   CommandResult r = RunOnce({"true"});
   EXPECT_EQ(r.classification, Classification::kOk);
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.signal, 0);
 }
 
-TEST_F(NativeSandboxTest, IdentityAndLayout) {
+TEST_P(NativeSandboxTest, IdentityAndLayout) {
   CommandResult r = Shell(
       "id; hostname; pwd; echo $HOME $TMPDIR; ls -d /sandbox/*; "
       "stat -c '%a %U' /sandbox/workspace /sandbox/tmp /sandbox/home; readlink /tmp || mount | "
@@ -79,7 +78,7 @@ TEST_F(NativeSandboxTest, IdentityAndLayout) {
             "755 sandbox\n1777 sandbox\n755 sandbox\n1\n");
 }
 
-TEST_F(NativeSandboxTest, EnvironmentIsMinimalPlusExplicit) {
+TEST_P(NativeSandboxTest, EnvironmentIsMinimalPlusExplicit) {
   spec::SandboxSpec s = TestSpec();
   s.env["FROM_SPEC"] = "1";
   auto sandbox = Create(s);
@@ -95,7 +94,7 @@ TEST_F(NativeSandboxTest, EnvironmentIsMinimalPlusExplicit) {
   DestroyAndCheckGone(std::move(sandbox));
 }
 
-TEST_F(NativeSandboxTest, StdinWorkdirAndSeveralCommands) {
+TEST_P(NativeSandboxTest, StdinWorkdirAndSeveralCommands) {
   auto sandbox = Create(TestSpec());
   ASSERT_NE(sandbox, nullptr);
   auto r1 =
@@ -113,7 +112,7 @@ TEST_F(NativeSandboxTest, StdinWorkdirAndSeveralCommands) {
   DestroyAndCheckGone(std::move(sandbox));
 }
 
-TEST_F(NativeSandboxTest, CommandNotFoundIs127) {
+TEST_P(NativeSandboxTest, CommandNotFoundIs127) {
   CommandResult r = RunOnce({"no-such-program"});
   EXPECT_EQ(r.classification, Classification::kExitNonzero);
   EXPECT_EQ(r.exit_code, 127);
@@ -122,7 +121,7 @@ TEST_F(NativeSandboxTest, CommandNotFoundIs127) {
       << r.stderr_preview;
 }
 
-TEST_F(NativeSandboxTest, HostWorkspaceIsWritableAndOwnedByItsOwner) {
+TEST_P(NativeSandboxTest, HostWorkspaceIsWritableAndOwnedByItsOwner) {
   char tmpl[] = "/tmp/airlock-ws-XXXXXX";
   std::string ws = mkdtemp(tmpl);
   ASSERT_TRUE(WriteFileAtomic(ws + "/input.txt", "from host\n").ok());
@@ -144,7 +143,7 @@ TEST_F(NativeSandboxTest, HostWorkspaceIsWritableAndOwnedByItsOwner) {
   ASSERT_TRUE(RemoveTree(ws).ok());
 }
 
-TEST_F(NativeSandboxTest, ReadOnlyMountAndExtraTmpfs) {
+TEST_P(NativeSandboxTest, ReadOnlyMountAndExtraTmpfs) {
   char tmpl[] = "/tmp/airlock-ro-XXXXXX";
   std::string dir = mkdtemp(tmpl);
   ASSERT_EQ(chmod(dir.c_str(), 0755), 0);  // the sandbox user is "other" to host files
@@ -165,7 +164,7 @@ TEST_F(NativeSandboxTest, ReadOnlyMountAndExtraTmpfs) {
   ASSERT_TRUE(RemoveTree(dir).ok());
 }
 
-TEST_F(NativeSandboxTest, Level1HasAWritableRootAndNoLandlock) {
+TEST_P(NativeSandboxTest, Level1HasAWritableRootAndNoLandlock) {
   spec::SandboxSpec s = TestSpec();
   s.level = spec::Level::kBasic;
   s.filesystem.read_only_root = false;
@@ -174,7 +173,7 @@ TEST_F(NativeSandboxTest, Level1HasAWritableRootAndNoLandlock) {
   EXPECT_EQ(r.stdout_preview, "x\n1\n") << r.stderr_preview;
 }
 
-TEST_F(NativeSandboxTest, UsageIsReported) {
+TEST_P(NativeSandboxTest, UsageIsReported) {
   CommandResult r = RunOnce({"python3", "-c", "b = bytearray(64 << 20); sum(range(3000000))"});
   EXPECT_EQ(r.classification, Classification::kOk) << r.stderr_preview;
   EXPECT_GT(r.usage.memory_peak_bytes, 64 << 20);
@@ -182,7 +181,7 @@ TEST_F(NativeSandboxTest, UsageIsReported) {
   EXPECT_GE(r.usage.pids_peak, 1);
 }
 
-TEST_F(NativeSandboxTest, MissingMountSourceIsAClearError) {
+TEST_P(NativeSandboxTest, MissingMountSourceIsAClearError) {
   spec::SandboxSpec s = TestSpec();
   s.filesystem.mounts.push_back({"/does/not/exist", "/opt/x", spec::MountMode::kReadOnly});
   auto sandbox = TryCreate(s);
@@ -191,14 +190,14 @@ TEST_F(NativeSandboxTest, MissingMountSourceIsAClearError) {
       << sandbox.status();
 }
 
-TEST_F(NativeSandboxTest, UnknownDegradedProtectionIsRejected) {
+TEST_P(NativeSandboxTest, UnknownDegradedProtectionIsRejected) {
   auto sandbox = TryCreate(TestSpec(), {"seccomp"});
   ASSERT_FALSE(sandbox.ok());
   EXPECT_EQ(sandbox.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(sandbox.status().ToString().find("unknown protection \"seccomp\""), std::string::npos);
 }
 
-TEST_F(NativeSandboxTest, UnsupportedSpecFeaturesFailClosed) {
+TEST_P(NativeSandboxTest, UnsupportedSpecFeaturesFailClosed) {
   spec::SandboxSpec s = TestSpec();
   s.network.profile = spec::NetworkProfile::kOpen;
   auto sandbox = TryCreate(s);
@@ -209,7 +208,7 @@ TEST_F(NativeSandboxTest, UnsupportedSpecFeaturesFailClosed) {
   EXPECT_EQ(TryCreate(s).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
-TEST_F(NativeSandboxTest, OutputLimitKillsWhenAsked) {
+TEST_P(NativeSandboxTest, OutputLimitKillsWhenAsked) {
   spec::SandboxSpec s = TestSpec();
   s.resources.max_log_bytes = 1 << 16;
   s.resources.output_limit_action = spec::OutputLimitAction::kKill;
@@ -219,7 +218,7 @@ TEST_F(NativeSandboxTest, OutputLimitKillsWhenAsked) {
   EXPECT_GE(r.stdout_bytes, 1 << 16);
 }
 
-TEST_F(NativeSandboxTest, CpuTimeLimit) {
+TEST_P(NativeSandboxTest, CpuTimeLimit) {
   spec::SandboxSpec s = TestSpec();
   s.resources.cpu_time_seconds = 1;
   CommandResult r = RunOnce(s, {"sh", "-c", "while :; do :; done"});
@@ -227,7 +226,7 @@ TEST_F(NativeSandboxTest, CpuTimeLimit) {
   EXPECT_LT(r.duration_ms, 5000);
 }
 
-TEST_F(NativeSandboxTest, KeepBackgroundLeavesServersRunningBetweenCommands) {
+TEST_P(NativeSandboxTest, KeepBackgroundLeavesServersRunningBetweenCommands) {
   auto sandbox = Create(TestSpec());
   ASSERT_NE(sandbox, nullptr);
   auto r1 = sandbox->Exec({.argv = {"sh", "-c", "sleep 100 > /dev/null 2>&1 & echo started"}},
@@ -240,7 +239,7 @@ TEST_F(NativeSandboxTest, KeepBackgroundLeavesServersRunningBetweenCommands) {
   DestroyAndCheckGone(std::move(sandbox));
 }
 
-TEST_F(NativeSandboxTest, RunsOnACgroupV2TreeAndReportsWhatIsMissing) {
+TEST_P(NativeSandboxTest, RunsOnACgroupV2TreeAndReportsWhatIsMissing) {
   // Hosts that mount the controllers on v1 still have a v2 tree without them: the engine runs
   // there only when told to go without those limits, and says so in every result.
   CgroupOptions options;
@@ -255,7 +254,7 @@ TEST_F(NativeSandboxTest, RunsOnACgroupV2TreeAndReportsWhatIsMissing) {
     if (!(*v2)->HasController(c)) missing.push_back(name);
   }
   SandboxOptions o;
-  o.spec = TestSpec();
+  o.spec = Supervised(TestSpec());
   o.tools_dir = AIRLOCK_TEST_TOOLS_DIR;
   o.cgroups = v2->get();
   if (!missing.empty()) {
@@ -282,6 +281,81 @@ TEST_F(NativeSandboxTest, RunsOnACgroupV2TreeAndReportsWhatIsMissing) {
   EXPECT_EQ((*v2)->Open(id).status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST_P(NativeSandboxTest, SupervisorReportsWhatTheCommandDid) {
+  // Programs by full path: a PATH search shows as one attempt per directory tried.
+  CommandResult r = Shell("/usr/bin/cat /etc/hostname; exec /usr/bin/true");
+  EXPECT_EQ(r.classification, Classification::kOk) << r.stderr_preview;
+  EXPECT_EQ(r.stdout_preview, "sandbox\n");
+  if (supervisor_ == spec::SupervisorMode::kNone) {
+    EXPECT_EQ(r.syscalls, SyscallReport{});
+    EXPECT_FALSE(ToJson(r).contains("syscalls"));
+    return;
+  }
+  EXPECT_EQ(r.syscalls.supervisor, spec::ToString(supervisor_));
+  std::vector<std::string> programs;
+  for (const ExecRecord& e : r.syscalls.execs) programs.push_back(e.path);
+  EXPECT_EQ(programs, (std::vector<std::string>{"/bin/sh", "/usr/bin/cat", "/usr/bin/true"}))
+      << ToJson(r.syscalls).dump(1);
+  bool hostname = false;
+  for (const FileAccess& f : r.syscalls.files)
+    hostname |= f.path == "/etc/hostname" && f.mode == "r";
+  EXPECT_TRUE(hostname) << ToJson(r.syscalls).dump(1);
+  EXPECT_EQ(r.syscalls.denied, 0);
+}
+
+TEST_P(NativeSandboxTest, SyscallRulesDenyWithTheirErrnoAndReportIt) {
+  spec::SandboxSpec s = TestSpec();
+  s.process.syscalls = {{{"mkdirat", "mkdir"}, {}, "errno(EDQUOT)"}};
+  CommandResult r = RunOnce(s, {"sh", "-c", "mkdir /sandbox/tmp/d; echo $?"});
+  EXPECT_EQ(r.stdout_preview, "1\n");
+  EXPECT_NE(r.stderr_preview.find("Disk quota exceeded"), std::string::npos) << r.stderr_preview;
+  if (supervisor_ == spec::SupervisorMode::kNone) {
+    EXPECT_TRUE(r.violations.empty()) << "without a supervisor the filter answers alone";
+    return;
+  }
+  ASSERT_EQ(r.syscalls.denied_calls.size(), 1u) << ToJson(r.syscalls).dump(1);
+  EXPECT_EQ(r.syscalls.denied_calls[0].action, "errno(EDQUOT)");
+  ASSERT_EQ(r.violations.size(), 1u);
+  EXPECT_EQ(r.violations[0].kind, "syscall");
+  EXPECT_EQ(r.violations[0].detail, "mkdir denied by process.syscalls[0] (errno(EDQUOT))");
+}
+
+TEST_P(NativeSandboxTest, KillRuleIsPolicyBlocked) {
+  spec::SandboxSpec s = TestSpec();
+  s.process.syscalls = {{{"mkdirat", "mkdir"}, {}, "kill"}};
+  CommandResult direct = RunOnce(s, {"mkdir", "/sandbox/tmp/d"});
+  EXPECT_EQ(direct.classification, Classification::kPolicyBlocked);
+  ASSERT_FALSE(direct.violations.empty());
+  CommandResult r = RunOnce(s, {"sh", "-c", "mkdir /sandbox/tmp/d; echo survived"});
+  if (supervisor_ == spec::SupervisorMode::kNone) {
+    // The filter alone kills the process that made the call (SECCOMP_RET_KILL_PROCESS).
+    EXPECT_EQ(direct.violations[0].kind, "seccomp");
+    EXPECT_EQ(direct.signal, SIGSYS);
+    EXPECT_EQ(r.stdout_preview, "survived\n");
+    return;
+  }
+  // A supervisor kills the whole command.
+  EXPECT_EQ(direct.violations[0].kind, "syscall");
+  EXPECT_EQ(r.classification, Classification::kPolicyBlocked);
+  EXPECT_EQ(r.stdout_preview, "");
+  EXPECT_TRUE(r.syscalls.killed);
+  EXPECT_EQ(r.syscalls.error, "kill of process.syscalls[0] killed the command at mkdir");
+}
+
+TEST_P(NativeSandboxTest, RulesThatWouldLetAnAlwaysDeniedCallThroughAreRefused) {
+  spec::SandboxSpec s = TestSpec();
+  s.process.syscalls = {{{"read"}, {}, "allow"}, {{"bpf"}, {}, "allow"}};
+  auto sandbox = TryCreate(s);
+  ASSERT_FALSE(sandbox.ok());
+  EXPECT_EQ(sandbox.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(sandbox.status().message(),
+            "process.syscalls[1].names[0]: bpf is always denied; no rule can let it through (only "
+            "errno and kill rules may name it)");
+}
+
+INSTANTIATE_TEST_SUITE_P(Supervisors, NativeSandboxTest, testing::SupervisorModes(),
+                         testing::SupervisorModeName);
+
 }  // namespace
 }  // namespace airlock::engine
 
@@ -289,32 +363,6 @@ namespace airlock::engine {
 namespace {
 
 class ConcurrentCommandsTest : public testing::SandboxTest {};
-
-// A long-running server and short commands share one sandbox; each result is its own.
-TEST_F(ConcurrentCommandsTest, CommandsRunSideBySide) {
-  auto sb = Create(TestSpec());
-  ASSERT_NE(sb, nullptr);
-  auto server = sb->Start({.argv = {"/bin/sh", "-c", "echo up; sleep 30"}}, {});
-  ASSERT_TRUE(server.ok()) << server.status();
-  std::vector<std::thread> threads;
-  std::atomic<int> ok{0};
-  for (int i = 0; i < 4; ++i) {
-    threads.emplace_back([&, i] {
-      auto r = sb->Exec({.argv = {"/bin/sh", "-c", fmt::format("echo job{}", i)}}, {});
-      if (r.ok() && r->stdout_preview == fmt::format("job{}\n", i)) ++ok;
-    });
-  }
-  for (auto& t : threads) t.join();
-  EXPECT_EQ(ok.load(), 4);
-  (*server)->Kill();
-  auto r = (*server)->Wait();
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->signal, SIGKILL);
-  EXPECT_EQ(r->stdout_preview, "up\n");
-  EXPECT_LT(r->duration_ms, 20000);
-  server->reset();
-  DestroyAndCheckGone(std::move(sb));
-}
 
 TEST_F(ConcurrentCommandsTest, SignalReachesTheProcessGroupAndIdsAreTheCallers) {
   auto sb = Create(TestSpec());
@@ -400,16 +448,59 @@ TEST_F(ConcurrentCommandsTest, PausedSandboxUsesNoCpuAndResumes) {
   DestroyAndCheckGone(std::move(sb));
 }
 
-// A kill issued the moment a command starts (before it may even have joined its cgroup) still
-// ends it: by the kill, not by its deadline.
-TEST_F(ConcurrentCommandsTest, KillRightAfterStartEndsTheCommand) {
+// Concurrent commands, without a supervisor and under each supervisor mode.
+class SupervisedConcurrentCommandsTest : public testing::SupervisedSandboxTest {};
+
+// A long-running server and short commands share one sandbox; each result is its own, and so
+// is each supervisor's report (it names only that command's programs).
+TEST_P(SupervisedConcurrentCommandsTest, CommandsRunSideBySide) {
+  auto sb = Create(TestSpec());
+  ASSERT_NE(sb, nullptr);
+  auto server = sb->Start({.argv = {"/bin/sh", "-c", "echo up; exec /usr/bin/sleep 30"}}, {});
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] {
+      auto r = sb->Exec({.argv = {"/usr/bin/echo", fmt::format("job{}", i)}}, {});
+      if (!r.ok() || r->stdout_preview != fmt::format("job{}\n", i)) return;
+      std::vector<std::string> programs;
+      for (const ExecRecord& e : r->syscalls.execs) programs.push_back(e.path);
+      if (supervisor_ == spec::SupervisorMode::kNone
+              ? r->syscalls.execs.empty()
+              : programs == std::vector<std::string>{"/usr/bin/echo"}) {
+        ++ok;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 4);
+  (*server)->Kill();
+  auto r = (*server)->Wait();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->signal, SIGKILL);
+  EXPECT_EQ(r->stdout_preview, "up\n");
+  EXPECT_LT(r->duration_ms, 20000);
+  if (supervisor_ != spec::SupervisorMode::kNone) {
+    std::vector<std::string> programs;
+    for (const ExecRecord& e : r->syscalls.execs) programs.push_back(e.path);
+    EXPECT_EQ(programs, (std::vector<std::string>{"/bin/sh", "/usr/bin/sleep"}))
+        << ToJson(r->syscalls).dump(1);
+  }
+  server->reset();
+  DestroyAndCheckGone(std::move(sb));
+}
+
+// A kill issued the moment a command starts (before it may even have joined its cgroup, or a
+// supervisor attached to it) still ends it: by the kill, not by its deadline.
+TEST_P(SupervisedConcurrentCommandsTest, KillRightAfterStartEndsTheCommand) {
   spec::SandboxSpec spec = TestSpec();
   spec.resources.command_timeout_seconds = 5;
   auto sb = Create(spec);
   ASSERT_NE(sb, nullptr);
   for (int i = 0; i < 5; ++i) {
     auto c = sb->Start({.argv = {"/bin/sh", "-c", "while :; do sleep 1; done"}}, {});
-    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE(c.ok()) << c.status();
     (*c)->Kill();
     auto r = (*c)->Wait();
     ASSERT_TRUE(r.ok()) << r.status();
@@ -418,6 +509,9 @@ TEST_F(ConcurrentCommandsTest, KillRightAfterStartEndsTheCommand) {
   }
   DestroyAndCheckGone(std::move(sb));
 }
+
+INSTANTIATE_TEST_SUITE_P(Supervisors, SupervisedConcurrentCommandsTest, testing::SupervisorModes(),
+                         testing::SupervisorModeName);
 
 // A command nobody waits for is killed and cleaned up when its handle goes.
 TEST_F(ConcurrentCommandsTest, DroppedCommandIsKilled) {

@@ -1,8 +1,9 @@
-// The default filter, applied to a forked child outside any sandbox: each test states a system
-// call and what the filter must answer.
+// The default filter (the one compiled at build time, which sandboxes use), applied to a forked
+// child outside any sandbox: each test states a system call and what the filter must answer.
 #include "engine/internal/seccomp.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sched.h>
@@ -10,6 +11,7 @@
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -28,8 +30,7 @@ struct Outcome {
 };
 
 // Runs `call` under the filter in a child; the call returns -1 with errno on failure.
-Outcome UnderFilter(const std::function<long()>& call) {
-  static const std::string filter = *BuildSeccompFilter();
+Outcome UnderFilter(const std::function<long()>& call, const std::string& filter) {
   pid_t pid = fork();
   if (pid == 0) {
     prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
@@ -52,6 +53,11 @@ Outcome UnderFilter(const std::function<long()>& call) {
   return o;
 }
 
+Outcome UnderFilter(const std::function<long()>& call) {
+  static const std::string filter(DefaultSeccompFilter());
+  return UnderFilter(call, filter);
+}
+
 int Errno(const std::function<long()>& call) {
   Outcome o = UnderFilter(call);
   EXPECT_FALSE(o.killed) << "killed by signal " << o.signal;
@@ -63,6 +69,47 @@ TEST(SeccompTest, FilterIsBuilt) {
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_EQ(f->size() % sizeof(sock_filter), 0u);
   EXPECT_GT(f->size() / sizeof(sock_filter), 100u);
+}
+
+TEST(SeccompTest, BuildTimeFilterIsTheProfileCompiledNow) {
+  auto f = BuildSeccompFilter();
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(DefaultSeccompFilter(), *f);
+}
+
+TEST(SeccompTest, OrdinaryCallsPass) {
+  EXPECT_EQ(Errno([] { return syscall(SYS_getppid); }), 0);
+  EXPECT_EQ(Errno([] {
+              struct stat st;
+              return syscall(SYS_fstat, 0, &st);
+            }),
+            0);
+  EXPECT_EQ(Errno([] { return syscall(SYS_openat, AT_FDCWD, "/nonexistent-airlock", O_RDONLY); }),
+            ENOENT);
+  EXPECT_EQ(Errno([] { return syscall(SYS_ptrace, 0 /*PTRACE_TRACEME*/, 0, 0, 0); }), EPERM);
+  EXPECT_EQ(Errno([] { return syscall(SYS_io_uring_setup, 1, nullptr); }), ENOSYS);
+}
+
+TEST(SeccompTest, TreatmentsAndWidening) {
+  using supervisor::ProfileTreatment;
+  EXPECT_EQ(TreatmentOf("read"), ProfileTreatment::kAllowed);
+  EXPECT_EQ(TreatmentOf("ioctl"), ProfileTreatment::kFiltered);
+  EXPECT_EQ(TreatmentOf("ptrace"), ProfileTreatment::kAlwaysDenied);
+  EXPECT_EQ(TreatmentOf("clone3"), ProfileTreatment::kAlwaysDenied);
+  EXPECT_EQ(TreatmentOf("process_mrelease"), ProfileTreatment::kNotAllowed);
+  // Outside the profile, a call is killed; widened for a policy, it reaches the kernel.
+  auto mrelease = [] { return syscall(SYS_process_mrelease, -1, 0); };
+  Outcome killed = UnderFilter(mrelease);
+  EXPECT_TRUE(killed.killed);
+  EXPECT_EQ(killed.signal, SIGSYS);
+  auto widened = BuildSeccompFilter({"process_mrelease"});
+  ASSERT_TRUE(widened.ok()) << widened.status();
+  Outcome ran = UnderFilter(mrelease, *widened);
+  EXPECT_FALSE(ran.killed);
+  EXPECT_EQ(ran.err, EBADF);
+  // Only calls outside the profile can be widened; never a denied or argument-filtered one.
+  EXPECT_FALSE(BuildSeccompFilter({"ptrace"}).ok());
+  EXPECT_FALSE(BuildSeccompFilter({"personality"}).ok());
 }
 
 TEST(SeccompTest, OrdinaryIoctlsPassAndTerminalInjectionIsRefused) {

@@ -8,8 +8,6 @@
 //
 // Static binary, plain libc and libstdc++: it must run from any root filesystem.
 #include <fcntl.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -53,13 +51,12 @@ void WriteStderr(const char* a, const char* b, const char* c) {
   _exit(stage == SetupStage::kExec && (err == ENOENT || err == ENOTDIR) ? 127 : 126);
 }
 
-// execve with a PATH search in the command's own environment (execvpe would search ours).
-void ExecSearching(const std::vector<char*>& argv, const std::vector<char*>& envp) {
-  const char* file = argv[0];
-  if (std::strchr(file, '/') != nullptr) {
-    ::execve(file, argv.data(), envp.data());
-    return;
-  }
+// The program to execute: argv[0] itself when it names a path, else the first executable
+// regular file of that name along PATH in the command's own environment (execvpe would search
+// ours). Resolved before the seccomp filters go on, so that a syscall supervisor sees one
+// execve of the program, not one per directory tried. Sets errno and returns "" when none.
+std::string ResolveProgram(const char* file, const std::vector<char*>& envp) {
+  if (std::strchr(file, '/') != nullptr) return file;
   const char* path = "/usr/local/bin:/usr/bin:/bin";
   for (char* e : envp) {
     if (e != nullptr && std::strncmp(e, "PATH=", 5) == 0) path = e + 5;
@@ -73,20 +70,21 @@ void ExecSearching(const std::vector<char*>& argv, const std::vector<char*>& env
     if (candidate.empty()) candidate = ".";
     candidate += '/';
     candidate += file;
-    ::execve(candidate.c_str(), argv.data(), envp.data());
-    if (errno == EACCES) saved = EACCES;
-    if (errno != ENOENT && errno != ENOTDIR && errno != EACCES) {
-      saved = errno;
-      break;
+    struct stat st;
+    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+      saved = EACCES;
     }
     if (end == nullptr) break;
     p = end;
   }
   errno = saved;
+  return "";
 }
 
-// Runs in the forked child: waits for the host to place it in its cgroup, then becomes the
-// command. Never returns.
+// Runs in the forked child: enters its cgroup (kWriteSelf), waits for kStart when asked to
+// (SpawnStart::kOnStart: the host places it or attaches to it), then becomes the command. Never
+// returns.
 [[noreturn]] void RunCommand(const SpawnRequest& req, const int* fds, int nfds, int start_fd,
                              int setup_fd) {
   // Into our cgroup before anything else, by moving ourselves (single-threaded): no migration.
@@ -101,7 +99,7 @@ void ExecSearching(const std::vector<char*>& argv, const std::vector<char*>& env
   for (int s = 1; s < NSIG; ++s) signal(s, SIG_DFL);
 
   char go;
-  if (::read(start_fd, &go, 1) != 1) _exit(125);  // the host gave up on this command
+  if (start_fd >= 0 && ::read(start_fd, &go, 1) != 1) _exit(125);  // the host gave up on it
 
   ::setsid();
   for (int i = 0; i < 3; ++i) {
@@ -132,17 +130,15 @@ void ExecSearching(const std::vector<char*>& argv, const std::vector<char*>& env
   for (std::string& e : env_copy) envp.push_back(e.data());
   envp.push_back(nullptr);
 
-  // The seccomp filter goes on last: nothing after it but the exec.
-  if (!req.seccomp_filter.empty()) {
-    struct sock_fprog prog;
-    prog.len = static_cast<unsigned short>(req.seccomp_filter.size() / sizeof(struct sock_filter));
-    prog.filter =
-        reinterpret_cast<struct sock_filter*>(const_cast<char*>(req.seccomp_filter.data()));
-    if (::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) {
-      Fail(setup_fd, SetupStage::kSeccomp, errno, "seccomp", "");
-    }
+  std::string program = ResolveProgram(argv[0], envp);
+  if (program.empty()) Fail(setup_fd, SetupStage::kExec, errno, "cannot run ", req.argv[0].c_str());
+  // The seccomp filters go on last: nothing after them but the exec.
+  if (int err =
+          InstallFilters(req.seccomp_filter, req.policy_filter, req.policy_listener, kListenerFd);
+      err != 0) {
+    Fail(setup_fd, SetupStage::kSeccomp, err, "seccomp", "");
   }
-  ExecSearching(argv, envp);
+  ::execve(program.c_str(), argv.data(), envp.data());
   Fail(setup_fd, SetupStage::kExec, errno, "cannot run ", req.argv[0].c_str());
 }
 
@@ -254,12 +250,13 @@ int Serve() {
           bool joins_ok = req.cgroup_join == CgroupJoin::kWriteSelf ? nfds > 3 : nfds == 3;
           if (!decoded || !joins_ok) {
             spawn_err = EINVAL;
-          } else if (::pipe2(start, O_CLOEXEC) != 0 || ::pipe2(setup, O_CLOEXEC) != 0) {
+          } else if ((req.start == SpawnStart::kOnStart && ::pipe2(start, O_CLOEXEC) != 0) ||
+                     ::pipe2(setup, O_CLOEXEC) != 0) {
             spawn_err = errno;
           } else {
             pid = ::fork();
             if (pid == 0) {
-              ::close(start[1]);
+              if (start[1] >= 0) ::close(start[1]);
               ::close(setup[0]);
               RunCommand(req, fds, nfds, start[0], setup[1]);
             }

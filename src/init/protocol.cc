@@ -100,6 +100,9 @@ std::string EncodeSpawn(const SpawnRequest& req) {
   }
   w.Bytes(req.seccomp_filter);
   w.U32(static_cast<uint32_t>(req.cgroup_join));
+  w.Bytes(req.policy_filter);
+  w.U32(static_cast<uint32_t>(req.policy_listener));
+  w.U32(static_cast<uint32_t>(req.start));
   return w.data();
 }
 
@@ -123,6 +126,16 @@ bool DecodeSpawn(std::string_view payload, SpawnRequest* req) {
   uint32_t join = r.U32();
   if (join > static_cast<uint32_t>(CgroupJoin::kWriteSelf)) return false;
   req->cgroup_join = static_cast<CgroupJoin>(join);
+  req->policy_filter = r.Bytes();
+  uint32_t listener = r.U32();
+  if (listener > static_cast<uint32_t>(PolicyListener::kNotify)) return false;
+  req->policy_listener = static_cast<PolicyListener>(listener);
+  if (req->policy_listener == PolicyListener::kNotify && req->policy_filter.empty()) return false;
+  uint32_t start = r.U32();
+  if (start > static_cast<uint32_t>(SpawnStart::kOnStart)) return false;
+  req->start = static_cast<SpawnStart>(start);
+  // A process the host places in its cgroup must wait for it.
+  if (req->cgroup_join == CgroupJoin::kNone && req->start != SpawnStart::kOnStart) return false;
   return r.done() && !req->argv.empty();
 }
 
@@ -269,11 +282,13 @@ int SendFrame(int sock, uint32_t t, std::string_view payload, const int* fds, in
     header[i] = static_cast<char>((t >> (8 * i)) & 0xff);
     header[4 + i] = static_cast<char>((len >> (8 * i)) & 0xff);
   }
-  struct iovec iov = {header, sizeof(header)};
+  // Header and payload in one call: the receiver wakes once per message.
+  struct iovec iov[2] = {{header, sizeof(header)},
+                         {const_cast<char*>(payload.data()), payload.size()}};
   alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)];
   struct msghdr msg = {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
+  msg.msg_iov = iov;
+  msg.msg_iovlen = payload.empty() ? 1 : 2;
   if (nfds > 0) {
     std::memset(control, 0, sizeof(control));
     msg.msg_control = control;
@@ -289,11 +304,14 @@ int SendFrame(int sock, uint32_t t, std::string_view payload, const int* fds, in
     n = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
   } while (n < 0 && errno == EINTR);
   if (n < 0) return errno;
-  if (static_cast<size_t>(n) < sizeof(header)) {
-    int err = WriteFully(sock, header + n, sizeof(header) - static_cast<size_t>(n));
+  size_t sent = static_cast<size_t>(n);
+  if (sent < sizeof(header)) {
+    int err = WriteFully(sock, header + sent, sizeof(header) - sent);
     if (err != 0) return err;
+    sent = sizeof(header);
   }
-  return WriteFully(sock, payload.data(), payload.size());
+  sent -= sizeof(header);
+  return WriteFully(sock, payload.data() + sent, payload.size() - sent);
 }
 
 int ReceiveFrame(int sock, uint32_t* type, std::string* payload, int* fds, int* nfds) {

@@ -8,11 +8,13 @@
 //   init -> host  kReady       {u32 protocol version}
 //   host -> init  kSpawn       {u64 id, strings argv, strings env ("K=V"), string cwd,
 //                               u32 n, n x {u32 resource, u64 soft, u64 hard},
-//                               bytes seccomp filter (struct sock_filter[]), u32 CgroupJoin}
+//                               bytes seccomp filter (struct sock_filter[]), u32 CgroupJoin,
+//                               bytes policy filter, u32 PolicyListener, u32 SpawnStart}
 //                              + fds {stdin, stdout, stderr, cgroup fds...}
 //   init -> host  kSpawned     {u64 id, i32 errno (0 = forked), i32 pid (in the sandbox)}
 //                              + fd {pidfd of the process} when errno == 0
-//   host -> init  kStart       {i32 pid}: the host has placed the process in its cgroup; run it
+//   host -> init  kStart       {i32 pid}: the host has placed the process in its cgroup or
+//                              attached to it; run it (SpawnStart::kOnStart only)
 //   host -> init  kSignal      {i32 pid, i32 signal}: signal the process group of pid
 //   init -> host  kExited      {i32 pid, i32 wait status, i32 SetupStage, i32 errno}
 //   host -> init  kFileOp      {u64 id, u32 FileOp, string path, u32 mode, u32 flags,
@@ -30,11 +32,25 @@
 //
 // With kWriteSelf (cgroup v1), the cgroup fds are "tasks" files the process writes "0" to
 // before anything else: it moves itself, with no migration by anyone (engine/cgroup.h,
-// Cgroup::Entry). With kNone the host places the process before kStart.
+// Cgroup::Entry). With kNone the host places the process in its cgroup. SpawnStart says whether
+// the process then goes on at once (kAtOnce: no round trip through the host) or waits for kStart
+// (kOnStart: the host has something to do first, placing it in its cgroup or attaching a ptrace
+// supervisor to it); kNone needs kOnStart.
 //
-// The spawned process waits for kStart, then: new session, stdio, every other fd closed,
-// working directory, rlimits, seccomp filter last, execve (PATH searched in its own env). If it
-// cannot start it writes "airlock: ..." to its stderr and exits 127 (not found) or 126.
+// The spawned process (after kStart with kOnStart): new session, stdio, every other fd closed,
+// working directory, rlimits, seccomp filters last (InstallFilters), execve (PATH searched in its
+// own env). If it cannot start it writes "airlock: ..." to its stderr and exits 127 (not found)
+// or 126.
+//
+// Seccomp: the profile filter (the engine's built-in profile) and, when the spec has a syscall
+// policy, the policy filter (supervisor/policy.h); the kernel applies the more restrictive answer
+// of the two. With PolicyListener::kNotify the policy filter carries a user-notification
+// listener for the host's supervisor, and the process hands it over without sending anything:
+// the listener lands at fd kListenerFd (fds 0-3 are taken, the lowest free number is used), the
+// process then blocks in a handshake call the policy filter always routes to the listener, the
+// host takes the listener with pidfd_getfd(2) and answers; the process installs the profile
+// filter, says so with a second handshake call, and executes. Until that second call everything
+// the process does is airlock's own code; the supervisor lets it through.
 //
 // This header is used by both sides and by the static airlock-init binary: plain C++ only.
 #ifndef AIRLOCK_INIT_PROTOCOL_H_
@@ -47,7 +63,8 @@
 
 namespace airlock::init {
 
-inline constexpr uint32_t kProtocolVersion = 1;
+// 3: file operations, one sendmsg per message, SpawnStart, the policy filter and its listener.
+inline constexpr uint32_t kProtocolVersion = 3;
 inline constexpr uint32_t kMaxPayload = 16u << 20;
 inline constexpr int kControlFd = 3;  // where airlock-init finds its control socket
 inline constexpr int kMaxFds = 16;
@@ -134,6 +151,18 @@ struct Rlimit {
 
 enum class CgroupJoin : uint32_t { kNone = 0, kWriteSelf = 2 };
 
+enum class PolicyListener : uint32_t { kNone = 0, kNotify = 1 };
+
+enum class SpawnStart : uint32_t { kAtOnce = 0, kOnStart = 1 };
+
+// Where the notification listener is in a spawned process until it executes (see above).
+inline constexpr int kListenerFd = 4;
+// The handshake call: getppid(kHandshakeMagic, phase). getppid ignores its arguments, and the
+// built-in profile allows it.
+inline constexpr uint64_t kHandshakeMagic = 0x61726c6b68616e64;  // "arlkhand"
+inline constexpr uint64_t kHandshakeListenerReady = 1;  // blocks until the host holds the listener
+inline constexpr uint64_t kHandshakeDone = 2;           // the profile is installed; exec next
+
 struct SpawnRequest {
   uint64_t id = 0;
   std::vector<std::string> argv;
@@ -142,7 +171,17 @@ struct SpawnRequest {
   std::vector<Rlimit> rlimits;
   std::string seccomp_filter;  // raw struct sock_filter array; empty: no filter
   CgroupJoin cgroup_join = CgroupJoin::kNone;
+  std::string policy_filter;  // empty: no syscall policy
+  PolicyListener policy_listener = PolicyListener::kNone;
+  SpawnStart start = SpawnStart::kOnStart;
 };
+
+// Installs the seccomp filters of a spawned process, in the order the handshake above needs:
+// async-signal-safe, no allocation (runs between fork and exec). Returns 0 or an errno value.
+// `listener_fd` is where the listener must land (kListenerFd in airlock-init; tests pass their
+// own); the caller makes sure every lower descriptor is open and that one is free.
+int InstallFilters(std::string_view profile, std::string_view policy, PolicyListener listener,
+                   int listener_fd);
 
 // Builds a payload.
 class Writer {

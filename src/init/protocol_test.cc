@@ -31,6 +31,35 @@ TEST(ProtocolTest, SpawnRoundTrip) {
   ASSERT_EQ(out.rlimits.size(), 1u);
   EXPECT_EQ(out.rlimits[0].soft, 1024u);
   EXPECT_EQ(out.seccomp_filter, in.seccomp_filter);
+  EXPECT_TRUE(out.policy_filter.empty());
+  EXPECT_EQ(out.policy_listener, PolicyListener::kNone);
+}
+
+TEST(ProtocolTest, PolicyFilterRoundTripAndNeedsAFilterForAListener) {
+  SpawnRequest in = Sample();
+  in.policy_filter = std::string("\x06\x00\x00\x00\x00\x00\xff\x7f", 8);
+  in.policy_listener = PolicyListener::kNotify;
+  SpawnRequest out;
+  ASSERT_TRUE(DecodeSpawn(EncodeSpawn(in), &out));
+  EXPECT_EQ(out.policy_filter, in.policy_filter);
+  EXPECT_EQ(out.policy_listener, PolicyListener::kNotify);
+  in.policy_filter.clear();
+  EXPECT_FALSE(DecodeSpawn(EncodeSpawn(in), &out)) << "a listener without a filter to carry it";
+}
+
+TEST(ProtocolTest, SpawnStartRoundTripAndHostPlacementWaitsForStart) {
+  SpawnRequest in = Sample();
+  in.cgroup_join = CgroupJoin::kWriteSelf;
+  in.start = SpawnStart::kAtOnce;
+  SpawnRequest out;
+  ASSERT_TRUE(DecodeSpawn(EncodeSpawn(in), &out));
+  EXPECT_EQ(out.start, SpawnStart::kAtOnce);
+  in.cgroup_join = CgroupJoin::kNone;
+  EXPECT_FALSE(DecodeSpawn(EncodeSpawn(in), &out))
+      << "a process the host places in its cgroup would run before it is placed";
+  in.start = SpawnStart::kOnStart;
+  ASSERT_TRUE(DecodeSpawn(EncodeSpawn(in), &out));
+  EXPECT_EQ(out.start, SpawnStart::kOnStart);
 }
 
 TEST(ProtocolTest, EveryTruncationIsRejected) {

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
 #include <utility>
 
 #include "common/files.h"
@@ -35,18 +38,69 @@ RE2::Options PatternOptions() {
   return options;
 }
 
+[[noreturn]] void BrokenBuild(const char* what) {
+  std::fprintf(stderr, "redactor: the built-in %s does not compile (a broken build)\n", what);
+  std::abort();
+}
+
+// The format detectors, the same for every Redactor: compiled once per process, on first use
+// (output that is empty, the common case of a build step, never pays for them), and each
+// detector's own expression only once the set says it may match. The patterns are constants
+// (detectors_test compiles every one), so a failure to compile is a broken build and aborts
+// rather than let output through unredacted.
+class DetectorSet {
+ public:
+  class Detector {
+   public:
+    explicit Detector(const DetectorSpec* spec) : spec_(spec) {}
+    const DetectorSpec& spec() const { return *spec_; }
+    const RE2& re() const {
+      std::call_once(once_, [this] {
+        re_ = std::make_unique<RE2>(spec_->pattern, PatternOptions());
+        if (!re_->ok()) BrokenBuild("detector");
+      });
+      return *re_;
+    }
+
+   private:
+    const DetectorSpec* spec_;
+    mutable std::once_flag once_;
+    mutable std::unique_ptr<RE2> re_;
+  };
+
+  static const DetectorSet& Get() {
+    static const DetectorSet* set = new DetectorSet();  // never destroyed
+    return *set;
+  }
+
+  const RE2::Set& prefilter() const { return prefilter_; }
+  const Detector& detector(size_t i) const { return *detectors_[i]; }
+  size_t size() const { return detectors_.size(); }
+  const RE2& pem_end() const { return pem_end_; }
+
+ private:
+  DetectorSet()
+      : prefilter_(PatternOptions(), RE2::UNANCHORED),
+        pem_end_(redact_internal::PemEndPattern(), PatternOptions()) {
+    for (const DetectorSpec& spec : redact_internal::DetectorSpecs()) {
+      if (prefilter_.Add(spec.pattern, nullptr) < 0) BrokenBuild("detector set");
+      detectors_.push_back(std::make_unique<Detector>(&spec));
+    }
+    if (!prefilter_.Compile()) BrokenBuild("detector set");
+    if (!pem_end_.ok()) BrokenBuild("private key END pattern");
+  }
+
+  RE2::Set prefilter_;  // all detectors: which may match at all
+  std::vector<std::unique_ptr<Detector>> detectors_;
+  RE2 pem_end_;
+};
+
 }  // namespace
 
 struct Redactor::State {
-  struct Detector {
-    const DetectorSpec* spec;
-    std::unique_ptr<RE2> re;
-  };
   RedactorOptions options;
-  std::vector<Detector> detectors;
-  std::unique_ptr<RE2::Set> prefilter;   // all detectors: which may match at all
+  bool detectors = false;                // options.detectors == kAll
   std::unique_ptr<RE2> explicit_values;  // null when none were given
-  std::unique_ptr<RE2> pem_end;
   size_t hold_back = kMinHoldBack;  // every bounded match fits in this many bytes
   size_t window = 0;
 };
@@ -71,14 +125,15 @@ using Match = redact_internal::StreamMatch;
 // At most 3 capture groups per detector (credential values: double-quoted, single-quoted, bare).
 constexpr int kMaxGroups = 3;
 
-void FindDetectorMatches(const Redactor::State::Detector& d, std::string_view text, size_t start,
+void FindDetectorMatches(const DetectorSet::Detector& d, std::string_view text, size_t start,
                          bool partial, std::vector<Match>* out) {
-  const int groups = std::min(d.re->NumberOfCapturingGroups(), kMaxGroups);
+  const RE2& re = d.re();
+  const DetectorSpec& spec = d.spec();
+  const int groups = std::min(re.NumberOfCapturingGroups(), kMaxGroups);
   re2::StringPiece sub[1 + kMaxGroups];
   const re2::StringPiece whole(text.data(), text.size());
   size_t pos = start;
-  while (pos < text.size() &&
-         d.re->Match(whole, pos, text.size(), RE2::UNANCHORED, sub, 1 + groups)) {
+  while (pos < text.size() && re.Match(whole, pos, text.size(), RE2::UNANCHORED, sub, 1 + groups)) {
     const size_t begin = static_cast<size_t>(sub[0].data() - text.data());
     const size_t end = begin + sub[0].size();
     size_t secret_begin = begin, secret_end = end;
@@ -91,10 +146,8 @@ void FindDetectorMatches(const Redactor::State::Detector& d, std::string_view te
     }
     const bool incomplete = partial && end == text.size();
     const std::string_view secret = text.substr(secret_begin, secret_end - secret_begin);
-    if (secret_end > secret_begin &&
-        (incomplete || redact_internal::Passes(d.spec->check, secret))) {
-      out->push_back(
-          {d.spec->kind, begin, end, secret_begin, secret_end, d.spec->tail, incomplete});
+    if (secret_end > secret_begin && (incomplete || redact_internal::Passes(spec.check, secret))) {
+      out->push_back({spec.kind, begin, end, secret_begin, secret_end, spec.tail, incomplete});
       // The boundary byte after a token may be the one before the next token.
       pos = secret_end;
     } else {
@@ -120,18 +173,21 @@ std::vector<Match> FindMatches(const Redactor::State& state, std::string_view te
       pos = begin + 1;  // occurrences may overlap ("abcabc" twice in "abcabcabc")
     }
   }
-  if (state.detectors.empty()) return matches;
+  if (!state.detectors || start >= text.size()) return matches;
+  const DetectorSet& detectors = DetectorSet::Get();
   std::vector<int> hits;
   RE2::Set::ErrorInfo error{RE2::Set::kNoError};
   const std::string_view tail = text.substr(start);
-  if (!state.prefilter->Match(re2::StringPiece(tail.data(), tail.size()), &hits, &error)) {
+  if (!detectors.prefilter().Match(re2::StringPiece(tail.data(), tail.size()), &hits, &error)) {
     if (error.kind == RE2::Set::kNoError) return matches;
     // The set's DFA ran out of memory: run every detector.
     hits.clear();
-    for (size_t i = 0; i < state.detectors.size(); ++i) hits.push_back(static_cast<int>(i));
+    for (size_t i = 0; i < detectors.size(); ++i) hits.push_back(static_cast<int>(i));
   }
   std::sort(hits.begin(), hits.end());
-  for (int i : hits) FindDetectorMatches(state.detectors[i], text, start, partial, &matches);
+  for (int i : hits) {
+    FindDetectorMatches(detectors.detector(static_cast<size_t>(i)), text, start, partial, &matches);
+  }
   return matches;
 }
 
@@ -290,22 +346,7 @@ absl::StatusOr<Redactor> Redactor::Create(std::vector<std::string> secret_values
     }
   }
 
-  if (options.detectors == Detectors::kAll) {
-    state->prefilter = std::make_unique<RE2::Set>(PatternOptions(), RE2::UNANCHORED);
-    for (const DetectorSpec& spec : redact_internal::DetectorSpecs()) {
-      auto re = std::make_unique<RE2>(spec.pattern, PatternOptions());
-      std::string error;
-      if (!re->ok() || state->prefilter->Add(spec.pattern, &error) < 0) {
-        return Internal(fmt::format("redactor: compile the {} detector: {}{}", ToString(spec.kind),
-                                    re->error(), error));
-      }
-      state->detectors.push_back({&spec, std::move(re)});
-    }
-    if (!state->prefilter->Compile()) return Internal("redactor: compile the detector set");
-  }
-  state->pem_end = std::make_unique<RE2>(redact_internal::PemEndPattern(), PatternOptions());
-  if (!state->pem_end->ok()) return Internal("redactor: compile the private key END pattern");
-
+  state->detectors = options.detectors == Detectors::kAll;
   state->window = std::max(options.stream_window, 2 * state->hold_back);
   return Redactor(std::move(state));
 }
@@ -528,8 +569,8 @@ std::string_view StreamRedactor::Continue(std::string_view chunk) {
     std::string text = cont_carry_;
     text.append(chunk);
     re2::StringPiece m;
-    if (state_->pem_end->Match(re2::StringPiece(text.data(), text.size()), 0, text.size(),
-                               RE2::UNANCHORED, &m, 1)) {
+    if (DetectorSet::Get().pem_end().Match(re2::StringPiece(text.data(), text.size()), 0,
+                                           text.size(), RE2::UNANCHORED, &m, 1)) {
       const size_t match_end = static_cast<size_t>(m.data() - text.data()) + m.size();
       consumed = match_end > cont_carry_.size() ? match_end - cont_carry_.size() : 0;
       done = true;

@@ -101,7 +101,9 @@ class Redactor {
  public:
   // Builds a redactor for `secret_values` (duplicates are fine). Errors: InvalidArgument when a
   // value is shorter than options.min_secret_length (the message gives its index and length,
-  // never the value) or the options are out of range; Internal if a pattern fails to compile.
+  // never the value) or the options are out of range; Internal if the explicit values' pattern
+  // fails to compile. The format detectors are shared by every Redactor and compiled once per
+  // process, on the first non-empty input (so Create is cheap and empty output costs nothing).
   //
   // Besides each value itself, Create registers the encodings a program commonly prints it in:
   // percent-encoding (as in a URL or a form body; only when it differs from the value), and

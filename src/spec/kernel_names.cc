@@ -85,13 +85,31 @@ std::optional<int> ErrnoFromName(std::string_view name) {
   return std::nullopt;
 }
 
-bool IsKnownSyscall(std::string_view name) {
-  if (name.empty() || name.size() > 64) return false;
+const std::vector<std::string_view>& SyscallArchitectures() {
+  static const std::vector<std::string_view> kArchitectures = {"x86_64", "aarch64"};
+  return kArchitectures;
+}
+
+std::optional<int> SyscallNumber(std::string_view arch, std::string_view name) {
+  if (name.empty() || name.size() > 64) return std::nullopt;
   for (char c : name) {
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return false;
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return std::nullopt;
   }
+  uint32_t token = arch == "x86_64" ? SCMP_ARCH_X86_64 : arch == "aarch64" ? SCMP_ARCH_AARCH64 : 0;
+  if (token == 0) return std::nullopt;
   std::string copy(name);
-  return seccomp_syscall_resolve_name(copy.c_str()) != __NR_SCMP_ERROR;
+  // libseccomp answers a negative pseudo-number for names it knows from other architectures
+  // ("socketcall" on x86_64); only a real number means the architecture has the call.
+  int nr = seccomp_syscall_resolve_name_arch(token, copy.c_str());
+  if (nr < 0) return std::nullopt;
+  return nr;
+}
+
+bool IsKnownSyscall(std::string_view name) {
+  for (std::string_view arch : SyscallArchitectures()) {
+    if (SyscallNumber(arch, name).has_value()) return true;
+  }
+  return false;
 }
 
 std::optional<SyscallAction> ParseSyscallAction(std::string_view text) {

@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string_view>
+#include <vector>
 
 namespace airlock::spec {
 
@@ -16,8 +17,16 @@ std::optional<int> CapabilityFromName(std::string_view name);
 // "EPERM" -> 1, for every errno value this libc names.
 std::optional<int> ErrnoFromName(std::string_view name);
 
-// Whether libseccomp knows `name` as a syscall on this machine's native architecture (names that
-// exist only on other architectures, like "socketcall" on x86_64, count as known).
+// The architectures whose syscall names a spec is checked against, so that one spec serves
+// both: {"x86_64", "aarch64"}.
+const std::vector<std::string_view>& SyscallArchitectures();
+
+// The number of `name` on `arch` (one of SyscallArchitectures(), resolved by libseccomp), or
+// nullopt when that architecture has no such system call ("open" on aarch64) or the name is
+// not a system call at all.
+std::optional<int> SyscallNumber(std::string_view arch, std::string_view name);
+
+// Whether `name` is a system call on at least one of SyscallArchitectures().
 bool IsKnownSyscall(std::string_view name);
 
 // The action of a process.syscalls rule: "allow", "errno(EPERM)", "kill", "trace" (hand the call to

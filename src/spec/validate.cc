@@ -571,7 +571,8 @@ class Checker {
         if (name.empty()) {
           Add(name_path, "must not be empty");
         } else if (!IsKnownSyscall(name)) {
-          Add(name_path, fmt::format("unknown syscall {}", Quote(name)));
+          Add(name_path, fmt::format("unknown system call {} on {}", Quote(name),
+                                     fmt::join(SyscallArchitectures(), " and ")));
         }
       }
     }

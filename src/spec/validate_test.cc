@@ -8,6 +8,7 @@
 #include "fmt/format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "spec/kernel_names.h"
 #include "spec/patterns.h"
 
 namespace airlock::spec {
@@ -340,7 +341,8 @@ TEST(ValidateTest, Process) {
        },
        {"process.syscalls[1].names: must list at least one syscall",
         "process.syscalls[2].names[0]: must not be empty",
-        "process.syscalls[2].names[1]: unknown syscall \"not_a_syscall\"",
+        "process.syscalls[2].names[1]: unknown system call \"not_a_syscall\" on x86_64 and "
+        "aarch64",
         "process.syscalls[3].action: \"deny\" is not one of: allow, errno(NAME), kill, trace, "
         "notify",
         "process.syscalls[4].action: unknown errno name in \"errno(ENOTANERRNO)\"",
@@ -350,6 +352,13 @@ TEST(ValidateTest, Process) {
         "process.syscalls[7].args[1].op: \"gte\" is not one of: eq, ne, lt, le, gt, ge, masked_eq",
         "process.syscalls[7].args[2].mask: must be set (non-zero) with op masked_eq",
         "process.syscalls[7].args[3].mask: only used with op masked_eq"}},
+      {"names of either architecture",
+       [](SandboxSpec& s) {
+         // open exists on x86_64 only, renameat2 on both; socketcall on neither (i386 only).
+         s.process.syscalls = {Syscalls({"open", "renameat2", "socketcall"}, "errno(EPERM)")};
+       },
+       {"process.syscalls[0].names[2]: unknown system call \"socketcall\" on x86_64 and "
+        "aarch64"}},
       {"notify needs notify supervisor",
        [](SandboxSpec& s) { s.process.syscalls = {Syscalls({"connect"}, "notify")}; },
        {"process.syscalls[0].action: notify needs process.supervisor notify"}},
@@ -684,6 +693,18 @@ TEST(RuntimeTest, DerivesFromLevel) {
   EXPECT_EQ(DeriveRuntime(Level::kMicroVm, SupervisorMode::kNone), Runtime::kMicroVm);
   EXPECT_EQ(LevelOfRuntime(Runtime::kGvisor), Level::kGvisor);
   EXPECT_EQ(LevelOfRuntime(Runtime::kNative), std::nullopt);
+}
+
+TEST(KernelNamesTest, SyscallNumbersPerArchitecture) {
+  EXPECT_EQ(SyscallNumber("x86_64", "openat"), 257);
+  EXPECT_EQ(SyscallNumber("aarch64", "openat"), 56);
+  EXPECT_EQ(SyscallNumber("x86_64", "open"), 2);
+  EXPECT_EQ(SyscallNumber("aarch64", "open"), std::nullopt) << "aarch64 has only openat";
+  EXPECT_EQ(SyscallNumber("x86_64", "socketcall"), std::nullopt) << "i386 only";
+  EXPECT_EQ(SyscallNumber("riscv64", "openat"), std::nullopt) << "not an architecture we check";
+  EXPECT_EQ(SyscallNumber("x86_64", "Open"), std::nullopt);
+  EXPECT_TRUE(IsKnownSyscall("open"));
+  EXPECT_FALSE(IsKnownSyscall("socketcall"));
 }
 
 }  // namespace

@@ -1,13 +1,29 @@
 // `airlock run` and `airlock spec` as a user (or an agent's harness) calls them: exit codes,
 // stdout/stderr, and the --json CommandResult.
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <signal.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <functional>
+#include <set>
+#include <thread>
+#include <vector>
+
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "common/files.h"
+#include "fmt/format.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -36,6 +52,53 @@ Outcome Airlock(const std::string& args) {
   unlink(out_path);
   unlink(err_path);
   return o;
+}
+
+std::set<std::string> Entries(const std::string& dir) {
+  std::set<std::string> names;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] != '.') names.insert(e->d_name);
+    }
+    closedir(d);
+  }
+  return names;
+}
+
+// The pid of a process whose command line is exactly `argv`, or 0.
+pid_t ProcessWithCmdline(const std::vector<std::string>& argv) {
+  std::string want;
+  for (const std::string& a : argv) want += a + '\0';
+  for (const std::string& name : Entries("/proc")) {
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (ReadFile("/proc/" + name + "/cmdline").value_or("") == want) return std::stoi(name);
+  }
+  return 0;
+}
+
+// Polls `probe` for up to 5 s until it returns non-zero; that value, or 0.
+pid_t WaitFor(const std::function<pid_t()>& probe) {
+  for (int i = 0; i < 500; ++i) {
+    if (pid_t p = probe(); p != 0) return p;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return 0;
+}
+
+// Removes the cgroup subtree `base` from every hierarchy (innermost first).
+void RemoveCgroups(const std::string& base) {
+  std::function<void(const std::string&)> remove = [&](const std::string& dir) {
+    for (const std::string& e : Entries(dir)) {
+      std::string path = dir + "/" + e;
+      DIR* d = opendir(path.c_str());
+      if (d == nullptr) continue;
+      closedir(d);
+      remove(path);
+    }
+    rmdir(dir.c_str());
+  };
+  remove("/sys/fs/cgroup/" + base);
+  for (const std::string& h : Entries("/sys/fs/cgroup")) remove("/sys/fs/cgroup/" + h + "/" + base);
 }
 
 class CliTest : public ::testing::Test {
@@ -149,6 +212,132 @@ TEST_F(CliTest, SecretsFromTheEnvironmentAreNeverPassedIn) {
   EXPECT_EQ(o.exit_code, 0);
   EXPECT_NE(o.out.find("VISIBLE=1"), std::string::npos);
   EXPECT_EQ(o.out.find("PWD="), std::string::npos) << "the caller's environment leaked in";
+}
+
+TEST_F(CliTest, SupervisorFlagsReportWhatTheCommandDid) {
+  for (const char* mode : {"notify", "ptrace"}) {
+    Outcome o =
+        Airlock(Run(fmt::format("--json --supervisor {} -- sh -c 'cat /etc/hostname'", mode)));
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    nlohmann::json j = nlohmann::json::parse(o.out);
+    ASSERT_TRUE(j.contains("syscalls")) << o.out;
+    EXPECT_EQ(j["syscalls"]["supervisor"], mode);
+    // Without rules, the supervisor reports programs, files and connections.
+    EXPECT_EQ(j["syscalls"]["execs"][0]["path"], "/usr/bin/sh") << j["syscalls"].dump(1);
+    EXPECT_EQ(j["syscalls"]["execs"][1]["argv"], nlohmann::json({"cat", "/etc/hostname"}));
+    bool hostname = false;
+    for (const auto& f : j["syscalls"]["files"]) hostname |= f["path"] == "/etc/hostname";
+    EXPECT_TRUE(hostname) << j["syscalls"].dump(1);
+  }
+  Outcome human = Airlock(Run("--supervisor ptrace -- true"));
+  EXPECT_EQ(human.exit_code, 0);
+  EXPECT_NE(human.err.find("airlock: syscalls (ptrace): "), std::string::npos) << human.err;
+  EXPECT_NE(human.err.find("airlock:   exec /usr/bin/true"), std::string::npos) << human.err;
+}
+
+TEST_F(CliTest, DenyAndTraceFlags) {
+  Outcome o =
+      Airlock(Run("--json --supervisor notify --deny mkdir=EDQUOT,mkdirat=EDQUOT "
+                  "--trace getcwd -- sh -c 'mkdir /sandbox/tmp/x; pwd'"));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  nlohmann::json j = nlohmann::json::parse(o.out);
+  EXPECT_NE(j["stderr_preview"].get<std::string>().find("Disk quota exceeded"), std::string::npos);
+  EXPECT_EQ(j["syscalls"]["denied"], 1);
+  EXPECT_EQ(j["violations"][0]["kind"], "syscall");
+  EXPECT_EQ(j["violations"][0]["data"]["action"], "errno(EDQUOT)");
+  Outcome no_supervisor = Airlock(Run("--trace openat -- true"));
+  EXPECT_EQ(no_supervisor.exit_code, 2);
+  EXPECT_NE(no_supervisor.err.find("--trace and --trace-all need --supervisor notify or ptrace"),
+            std::string::npos)
+      << no_supervisor.err;
+  Outcome bad_rule = Airlock(Run("--supervisor ptrace --trace ptrace -- true"));
+  EXPECT_EQ(bad_rule.exit_code, 2);
+  EXPECT_NE(bad_rule.err.find("process.syscalls[0].names[0]: ptrace is always denied"),
+            std::string::npos)
+      << bad_rule.err;
+}
+
+// Case 49 of the escape list: killing the supervisor's process (here all of `airlock run`)
+// leaves nothing of the sandbox running unsupervised.
+TEST_F(CliTest, KillingTheSupervisorKillsTheSandbox) {
+  for (const char* mode : {"notify", "ptrace"}) {
+    SCOPED_TRACE(mode);
+    std::string base = fmt::format("airlock-cli-orphan-{}", getpid());
+    std::string marker = fmt::format("4242.{}", getpid());
+    std::set<std::string> run_dirs = Entries("/run/airlock");
+    pid_t airlock = fork();
+    if (airlock == 0) {
+      setenv("AIRLOCK_CGROUP_BASE", base.c_str(), 1);
+      int null = open("/dev/null", O_RDWR);
+      dup2(null, 1);
+      dup2(null, 2);
+      execl(AIRLOCK_BIN, "airlock", "run", "--log-dir", logs_.c_str(), "--supervisor", mode,
+            "--trace-all", "--", "sleep", marker.c_str(), nullptr);
+      _exit(127);
+    }
+    pid_t sleeper = WaitFor([&] { return ProcessWithCmdline({"sleep", marker}); });
+    ASSERT_GT(sleeper, 0) << "the sandboxed command never started";
+    ASSERT_EQ(kill(airlock, SIGKILL), 0);
+    waitpid(airlock, nullptr, 0);
+    EXPECT_EQ(WaitFor([&] {
+                return ProcessWithCmdline({"sleep", marker}) == 0 ? 1 : 0;
+              }),
+              1)
+        << "the sandboxed command outlived its supervisor";
+    // What the killed airlock could not clean up: its cgroups and run directory.
+    for (const std::string& dir : Entries("/run/airlock")) {
+      if (!run_dirs.count(dir)) (void)RemoveTree("/run/airlock/" + dir);
+    }
+    RemoveCgroups(base);
+  }
+}
+
+// Case 50: a mode the host cannot provide is an error, never a run without it. Here an outer
+// seccomp filter (as a container runtime's would) takes ptrace, or pidfd_getfd, away.
+TEST_F(CliTest, UnavailableSupervisorModeIsAnError) {
+  struct Case {
+    const char* mode;
+    int nr;
+    int err;
+    const char* message;
+  };
+  for (const Case& c :
+       {Case{"ptrace", SYS_ptrace, EPERM,
+             "process.supervisor ptrace: this process may not trace others here (PTRACE_SEIZE: "
+             "Operation not permitted)"},
+        Case{"notify", SYS_pidfd_getfd, ENOSYS,
+             "process.supervisor notify: the kernel has no pidfd_getfd (Linux 5.6 or later)"}}) {
+    char err_path[] = "/tmp/airlock-cli-err-XXXXXX";
+    int err_fd = mkstemp(err_path);
+    pid_t child = fork();
+    if (child == 0) {
+      dup2(err_fd, 2);
+      struct sock_filter code[] = {
+          BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+          BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<uint32_t>(c.nr), 0, 1),
+          BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | static_cast<uint32_t>(c.err)),
+          BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      };
+      struct sock_fprog prog = {4, code};
+      // In a sanitizer build, LeakSanitizer's check at exit needs ptrace, which the filter may
+      // deny: it would end airlock with its own error instead of 125.
+      const char* asan = getenv("ASAN_OPTIONS");
+      std::string asan_options = std::string(asan ? asan : "") + ":detect_leaks=0";
+      setenv("ASAN_OPTIONS", asan_options.c_str(), 1);
+      prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+      if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) _exit(99);
+      execl(AIRLOCK_BIN, "airlock", "run", "--log-dir", logs_.c_str(), "--supervisor", c.mode, "--",
+            "true", nullptr);
+      _exit(127);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    close(err_fd);
+    std::string err = ReadFile(err_path).value_or("");
+    unlink(err_path);
+    EXPECT_EQ(WEXITSTATUS(status), 125) << c.mode << ": " << err;
+    EXPECT_NE(err.find(c.message), std::string::npos) << err;
+  }
 }
 
 }  // namespace

@@ -18,7 +18,9 @@
 namespace airlock::engine {
 namespace {
 
-class EscapeTest : public testing::SandboxTest {
+// Every attack runs without a supervisor, under notify and under ptrace: a supervisor must
+// never make the sandbox weaker, and attacks on the supervisor itself are at the end.
+class EscapeTest : public testing::SupervisedSandboxTest {
  protected:
   // Runs airlock-probe ATTACK [ARG] in a fresh sandbox and returns its one-line verdict.
   std::string Probe(const std::string& attack, const std::string& arg = "") {
@@ -39,7 +41,7 @@ class EscapeTest : public testing::SandboxTest {
 
 // --- file system ---------------------------------------------------------------------------
 
-TEST_F(EscapeTest, HostHomesAndKeysAreAbsent) {
+TEST_P(EscapeTest, HostHomesAndKeysAreAbsent) {
   EXPECT_EQ(Probe("read", "/root/.ssh/id_rsa"), "read: ENOENT");
   EXPECT_EQ(Probe("read", "/home"), "read: ENOENT");
   EXPECT_EQ(Probe("read", "/var/run/docker.sock"), "read: ENOENT");
@@ -47,7 +49,7 @@ TEST_F(EscapeTest, HostHomesAndKeysAreAbsent) {
   EXPECT_EQ(Probe("read", "/tmp/.X11-unix/X0"), "read: ENOENT");
 }
 
-TEST_F(EscapeTest, ShadowIsAnEmptyMask) {
+TEST_P(EscapeTest, ShadowIsAnEmptyMask) {
   CommandResult r = Shell("wc -c < /etc/shadow; ls -A /etc/ssh | wc -l; ls /root /home 2>&1 | "
                           "sed 's/.*cannot access/cannot access/'");
   EXPECT_EQ(r.stdout_preview,
@@ -55,14 +57,14 @@ TEST_F(EscapeTest, ShadowIsAnEmptyMask) {
             "cannot access '/home': No such file or directory\n");
 }
 
-TEST_F(EscapeTest, HostProcIsNotVisible) {
+TEST_P(EscapeTest, HostProcIsNotVisible) {
   // PID 1 in the sandbox is airlock-init (not dumpable); the host's init is not visible at all.
   EXPECT_EQ(Probe("read", "/proc/1/environ"), "read: EACCES");
   CommandResult r = Shell("ls /proc | grep -c '^[0-9]'");
   EXPECT_LE(std::stoi(r.stdout_preview), 4) << "more processes visible than the sandbox's own";
 }
 
-TEST_F(EscapeTest, MountinfoShowsNoHostPaths) {
+TEST_P(EscapeTest, MountinfoShowsNoHostPaths) {
   CommandResult r = Shell("cat /proc/self/mountinfo");
   ASSERT_EQ(r.classification, Classification::kOk);
   // Only the configured mounts (the root file system's directories, the tools directory) may
@@ -73,7 +75,7 @@ TEST_F(EscapeTest, MountinfoShowsNoHostPaths) {
   }
 }
 
-TEST_F(EscapeTest, RootProcSysAndSysAreNotWritable) {
+TEST_P(EscapeTest, RootProcSysAndSysAreNotWritable) {
   EXPECT_EQ(Probe("write", "/usr/bin/evil"), "write: EROFS");
   EXPECT_EQ(Probe("write", "/etc/passwd"), "write: EROFS");
   EXPECT_EQ(Probe("write", "/evil"), "write: EROFS");
@@ -84,7 +86,7 @@ TEST_F(EscapeTest, RootProcSysAndSysAreNotWritable) {
   EXPECT_EQ(Probe("write", "/sys/kernel/evil"), "write: ENOENT");  // no sysfs at all
 }
 
-TEST_F(EscapeTest, LandlockConfinesWritesEvenWhereModesAllow) {
+TEST_P(EscapeTest, LandlockConfinesWritesEvenWhereModesAllow) {
   // /dev/shm and /sandbox/tmp are writable; the read-only root's tmpfs is not, and Landlock
   // refuses creating files anywhere outside the writable mounts.
   EXPECT_EQ(Probe("write", "/sandbox/tmp/ok"), "write: ok");
@@ -92,7 +94,7 @@ TEST_F(EscapeTest, LandlockConfinesWritesEvenWhereModesAllow) {
   EXPECT_EQ(Probe("write", "/dev/evil"), "write: EACCES");
 }
 
-TEST_F(EscapeTest, SetuidBinariesGainNothing) {
+TEST_P(EscapeTest, SetuidBinariesGainNothing) {
   // A setuid-root copy of id(1), mounted into the sandbox.
   char tmpl[] = "/tmp/airlock-suid-XXXXXX";
   std::string dir = mkdtemp(tmpl);
@@ -108,17 +110,17 @@ TEST_F(EscapeTest, SetuidBinariesGainNothing) {
   ASSERT_TRUE(RemoveTree(dir).ok());
 }
 
-TEST_F(EscapeTest, NoCapabilitiesAtAll) {
+TEST_P(EscapeTest, NoCapabilitiesAtAll) {
   EXPECT_EQ(Probe("caps"),
             "CapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\n"
             "CapBnd:\t0000000000000000\nCapAmb:\t0000000000000000\ncaps: ok");
 }
 
-TEST_F(EscapeTest, UidMapCannotBeRewritten) {
+TEST_P(EscapeTest, UidMapCannotBeRewritten) {
   EXPECT_EQ(Probe("uid-map-write"), "uid-map-write: EACCES");
 }
 
-TEST_F(EscapeTest, WorkspaceSymlinkCannotLeadTheHostOut) {
+TEST_P(EscapeTest, WorkspaceSymlinkCannotLeadTheHostOut) {
   // The sandbox plants symlinks in its workspace; the platform later reads the workspace (file
   // download, artifact collection) through the path guard, which must not follow them out.
   char tmpl[] = "/tmp/airlock-ws-XXXXXX";
@@ -140,7 +142,7 @@ TEST_F(EscapeTest, WorkspaceSymlinkCannotLeadTheHostOut) {
 
 // --- system calls --------------------------------------------------------------------------
 
-TEST_F(EscapeTest, NamespaceCreationIsDenied) {
+TEST_P(EscapeTest, NamespaceCreationIsDenied) {
   EXPECT_EQ(Probe("unshare-user"), "unshare-user: EPERM");
   EXPECT_EQ(Probe("unshare-mount"), "unshare-mount: EPERM");
   EXPECT_EQ(Probe("clone-newuser"), "clone-newuser: EPERM");
@@ -151,13 +153,13 @@ TEST_F(EscapeTest, NamespaceCreationIsDenied) {
   EXPECT_NE(r.stderr_preview.find("Operation not permitted"), std::string::npos);
 }
 
-TEST_F(EscapeTest, MountFamilyIsDenied) {
+TEST_P(EscapeTest, MountFamilyIsDenied) {
   EXPECT_EQ(Probe("mount"), "mount: EPERM");
   EXPECT_EQ(Probe("chroot"), "chroot: EPERM");
   EXPECT_EQ(Probe("open_by_handle_at"), "open_by_handle_at: EPERM");
 }
 
-TEST_F(EscapeTest, KernelAttackSurfaceIsDenied) {
+TEST_P(EscapeTest, KernelAttackSurfaceIsDenied) {
   EXPECT_EQ(Probe("ptrace"), "ptrace: EPERM");
   EXPECT_EQ(Probe("keyctl"), "keyctl: EPERM");
   EXPECT_EQ(Probe("add_key"), "add_key: EPERM");
@@ -168,7 +170,7 @@ TEST_F(EscapeTest, KernelAttackSurfaceIsDenied) {
   EXPECT_EQ(Probe("seccomp-listener"), "seccomp-listener: EPERM");
 }
 
-TEST_F(EscapeTest, DangerousSocketFamiliesAreDenied) {
+TEST_P(EscapeTest, DangerousSocketFamiliesAreDenied) {
   EXPECT_EQ(Probe("socket-vsock"), "socket-vsock: EAFNOSUPPORT");
   EXPECT_EQ(Probe("socket-packet"), "socket-packet: EAFNOSUPPORT");
   EXPECT_EQ(Probe("socket-netlink-audit"), "socket-netlink-audit: EPERM");
@@ -176,14 +178,14 @@ TEST_F(EscapeTest, DangerousSocketFamiliesAreDenied) {
   EXPECT_EQ(Probe("socket-inet"), "socket-inet: ok");
 }
 
-TEST_F(EscapeTest, TerminalInjectionIsDenied) {
+TEST_P(EscapeTest, TerminalInjectionIsDenied) {
   EXPECT_EQ(Probe("tiocsti"), "tiocsti: EPERM");
   EXPECT_EQ(Probe("tiocsti-high-bits"), "tiocsti-high-bits: EPERM");
   EXPECT_EQ(Probe("tioclinux"), "tioclinux: EPERM");
   EXPECT_EQ(Probe("tcgets"), "tcgets: ok");  // ordinary terminal ioctls still work
 }
 
-TEST_F(EscapeTest, ForeignArchitectureSyscallsAreKilled) {
+TEST_P(EscapeTest, ForeignArchitectureSyscallsAreKilled) {
   EXPECT_EQ(Probe("int80"), "[POLICY_BLOCKED signal 31] ");
   EXPECT_EQ(last_.classification, Classification::kPolicyBlocked);
   EXPECT_EQ(last_.signal, SIGSYS);
@@ -193,12 +195,12 @@ TEST_F(EscapeTest, ForeignArchitectureSyscallsAreKilled) {
   EXPECT_EQ(last_.classification, Classification::kPolicyBlocked);
 }
 
-TEST_F(EscapeTest, PersonalityChangesAreKilled) {
+TEST_P(EscapeTest, PersonalityChangesAreKilled) {
   EXPECT_EQ(Probe("personality"), "[POLICY_BLOCKED signal 31] ");
   EXPECT_EQ(last_.classification, Classification::kPolicyBlocked);
 }
 
-TEST_F(EscapeTest, OnlyStdioIsInherited) {
+TEST_P(EscapeTest, OnlyStdioIsInherited) {
   // Open descriptors of the engine must not leak in: open a few before the run.
   int leaked[3];
   for (int& fd : leaked) fd = dup(2);
@@ -208,7 +210,7 @@ TEST_F(EscapeTest, OnlyStdioIsInherited) {
 
 // --- processes and resources ---------------------------------------------------------------
 
-TEST_F(EscapeTest, KillAllKillsOnlySandboxProcesses) {
+TEST_P(EscapeTest, KillAllKillsOnlySandboxProcesses) {
   pid_t outside = fork();
   if (outside == 0) {
     pause();
@@ -222,7 +224,7 @@ TEST_F(EscapeTest, KillAllKillsOnlySandboxProcesses) {
   EXPECT_EQ(r.stdout_preview, "survived\n");  // kill(-1) spares the caller (and init)
 }
 
-TEST_F(EscapeTest, ForkBombHitsThePidsLimit) {
+TEST_P(EscapeTest, ForkBombHitsThePidsLimit) {
   spec::SandboxSpec s = TestSpec();
   s.process.pids_limit = 64;
   s.resources.command_timeout_seconds = 3;
@@ -234,7 +236,7 @@ TEST_F(EscapeTest, ForkBombHitsThePidsLimit) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(15));
 }
 
-TEST_F(EscapeTest, MemoryBombIsClassified) {
+TEST_P(EscapeTest, MemoryBombIsClassified) {
   spec::SandboxSpec s = TestSpec();
   s.resources.memory_mb = 64;
   CommandResult r = RunOnce(s, {"python3", "-c", "b = [bytearray(1 << 20) for _ in range(1000)]"});
@@ -243,7 +245,7 @@ TEST_F(EscapeTest, MemoryBombIsClassified) {
   EXPECT_EQ(r.signal, SIGKILL);
 }
 
-TEST_F(EscapeTest, TimeoutKillsTheWholeTree) {
+TEST_P(EscapeTest, TimeoutKillsTheWholeTree) {
   spec::SandboxSpec s = TestSpec();
   auto sandbox = Create(s);
   ASSERT_NE(sandbox, nullptr);
@@ -261,7 +263,7 @@ TEST_F(EscapeTest, TimeoutKillsTheWholeTree) {
   DestroyAndCheckGone(std::move(sandbox));
 }
 
-TEST_F(EscapeTest, BackgroundDaemonDoesNotSurviveTheRun) {
+TEST_P(EscapeTest, BackgroundDaemonDoesNotSurviveTheRun) {
   auto sandbox = Create(TestSpec());
   ASSERT_NE(sandbox, nullptr);
   auto r = sandbox->Exec({.argv = {"sh", "-c", "setsid nohup sleep 1000 > /dev/null 2>&1 & echo ok"}}, {});
@@ -272,7 +274,7 @@ TEST_F(EscapeTest, BackgroundDaemonDoesNotSurviveTheRun) {
   DestroyAndCheckGone(std::move(sandbox));  // and nothing of the sandbox is left on the host
 }
 
-TEST_F(EscapeTest, HugeOutputIsTruncatedWithBoundedMemory) {
+TEST_P(EscapeTest, HugeOutputIsTruncatedWithBoundedMemory) {
   struct rusage before;
   getrusage(RUSAGE_SELF, &before);
   spec::SandboxSpec s = TestSpec();
@@ -288,7 +290,7 @@ TEST_F(EscapeTest, HugeOutputIsTruncatedWithBoundedMemory) {
   EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 64 << 10) << "engine RSS grew by more than 64 MiB";
 }
 
-TEST_F(EscapeTest, FillingTmpStopsAtItsSize) {
+TEST_P(EscapeTest, FillingTmpStopsAtItsSize) {
   spec::SandboxSpec s = TestSpec();
   s.filesystem.tmp_size_mb = 16;
   CommandResult r = RunOnce(s, {"sh", "-c",
@@ -297,7 +299,7 @@ TEST_F(EscapeTest, FillingTmpStopsAtItsSize) {
   EXPECT_EQ(r.stdout_preview, "No space left on device\n16\n");
 }
 
-TEST_F(EscapeTest, RegisteredSecretNeverLeavesInOutput) {
+TEST_P(EscapeTest, RegisteredSecretNeverLeavesInOutput) {
   // The command prints the secret plainly, split across writes, URL-encoded and base64-encoded;
   // none of it may reach the previews or the kept raw log.
   const std::string secret = "s3cr3t-Value/With+Chars";
@@ -330,12 +332,106 @@ TEST_F(EscapeTest, RegisteredSecretNeverLeavesInOutput) {
   ASSERT_TRUE(RemoveTree(logs).ok());
 }
 
-TEST_F(EscapeTest, DetectedCredentialsAreRedactedWithoutRegistration) {
+TEST_P(EscapeTest, DetectedCredentialsAreRedactedWithoutRegistration) {
   CommandResult r = Shell("echo AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY; "
                           "echo ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789");
   EXPECT_EQ(r.stdout_preview.find("wJalrXUtnFEMI"), std::string::npos) << r.stdout_preview;
   EXPECT_EQ(r.stdout_preview.find("ghp_aBcD"), std::string::npos) << r.stdout_preview;
 }
+
+// --- the syscall supervisor (cases 43-48 of the escape list; 49 and 50 in tests/cli) --------
+
+bool IsSupervised(spec::SupervisorMode mode) { return mode != spec::SupervisorMode::kNone; }
+
+TEST_P(EscapeTest, SupervisorCannotBeTracedOrWrittenTo) {
+  // Nothing of the host is visible or reachable: tracing or writing into any process is denied,
+  // siblings included (whose tracer, under ptrace, is the supervisor).
+  EXPECT_EQ(Probe("ptrace"), "ptrace: EPERM");
+  EXPECT_EQ(Probe("process_vm_writev"), "process_vm_writev: EPERM");
+}
+
+TEST_P(EscapeTest, KillAllLeavesTheSupervisorWorking) {
+  auto sandbox = Create(WithProbe(TestSpec()));
+  ASSERT_NE(sandbox, nullptr);
+  auto killer = sandbox->Exec({.argv = {"sh", "-c", "sleep 100 & kill -9 -1; echo survived"}}, {});
+  ASSERT_TRUE(killer.ok());
+  EXPECT_EQ(killer->stdout_preview, "survived\n");
+  auto after = sandbox->Exec({.argv = {"/usr/bin/cat", "/etc/hostname"}}, {});
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->stdout_preview, "sandbox\n");
+  if (IsSupervised(supervisor_)) {
+    ASSERT_FALSE(after->syscalls.execs.empty()) << "the supervisor stopped supervising";
+    EXPECT_EQ(after->syscalls.execs[0].path, "/usr/bin/cat");
+    EXPECT_EQ(after->syscalls.error, "");
+  }
+  DestroyAndCheckGone(std::move(sandbox));
+}
+
+TEST_P(EscapeTest, CloneUntracedCannotEscapeTheTracer) {
+  // Under ptrace a CLONE_UNTRACED child would run untraced: refused. Elsewhere the flag changes
+  // nothing (filters are inherited) and is allowed.
+  EXPECT_EQ(Probe("clone-untraced"), supervisor_ == spec::SupervisorMode::kPtrace
+                                         ? "clone-untraced: EPERM"
+                                         : "clone-untraced: ok");
+}
+
+TEST_P(EscapeTest, ForkStormStaysSupervised) {
+  CommandResult r = Shell("for i in $(seq 60); do /usr/bin/true & done; wait; echo done");
+  EXPECT_EQ(r.stdout_preview, "done\n");
+  if (!IsSupervised(supervisor_)) return;
+  int64_t execs = 0;
+  for (const SyscallCount& c : r.syscalls.counts) execs += c.name == "execve" ? c.count : 0;
+  EXPECT_EQ(execs, 62) << "every child's exec went through the supervisor (sh, seq, 60 trues)";
+  EXPECT_EQ(r.syscalls.execs.size(), SyscallReport::kMaxExecs) << "the list stays bounded";
+  EXPECT_GT(r.syscalls.dropped, 0);
+}
+
+TEST_P(EscapeTest, PointerRaceCannotWidenWhatLandlockAllows) {
+  // openat is routed to the supervisor (the fixture's default rules); the path changes under it.
+  EXPECT_EQ(Probe("toctou-open"), "toctou-open: ok");
+}
+
+TEST_P(EscapeTest, NotificationFloodStillMeetsTheDeadline) {
+  if (!IsSupervised(supervisor_)) GTEST_SKIP() << "no supervisor to flood";
+  spec::SandboxSpec s = WithProbe(TestSpec());
+  s.runtime = spec::Runtime::kTraced;
+  s.process.supervisor = supervisor_;
+  s.process.syscalls = {{{"getppid"}, {}, "errno(EPERM)"}};  // every call through the supervisor
+  auto sandbox = Create(s);
+  ASSERT_NE(sandbox, nullptr);
+  auto start = std::chrono::steady_clock::now();
+  auto r =
+      sandbox->Exec({.argv = {"/opt/probe", "flood", "8"}, .timeout = std::chrono::seconds(2)}, {});
+  auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->classification, Classification::kCommandTimeout);
+  EXPECT_LT(took, std::chrono::seconds(5)) << "the deadline slipped under the flood";
+  EXPECT_GT(r->syscalls.denied, 1000);
+  EXPECT_EQ(r->syscalls.denied_calls.size(), SyscallReport::kMaxDenied);
+  EXPECT_LE(ToJson(r->syscalls).dump().size(), 64u << 10) << "the report must stay bounded";
+  // The sandbox is still usable and still supervised.
+  auto after = sandbox->Exec({.argv = {"/opt/probe", "fds"}}, {});
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->stdout_preview, "fds: ok\n");
+  DestroyAndCheckGone(std::move(sandbox));
+}
+
+TEST_P(EscapeTest, ProcessesDyingMidNotificationAreNotActedOn) {
+  if (!IsSupervised(supervisor_)) GTEST_SKIP() << "no supervisor";
+  spec::SandboxSpec s = WithProbe(TestSpec());
+  s.runtime = spec::Runtime::kTraced;
+  s.process.supervisor = supervisor_;
+  s.process.syscalls = {
+      {{"getppid"}, {}, supervisor_ == spec::SupervisorMode::kPtrace ? "trace" : "notify"}};
+  CommandResult r = RunOnce(s, {"/opt/probe", "routed-then-die", "300"});
+  EXPECT_EQ(r.stdout_preview, "routed-then-die: ok\n");
+  EXPECT_EQ(r.classification, Classification::kOk);
+  EXPECT_EQ(r.syscalls.error, "") << "the supervisor failed on a vanished process";
+  EXPECT_FALSE(r.syscalls.killed);
+}
+
+INSTANTIATE_TEST_SUITE_P(Supervisors, EscapeTest, testing::SupervisorModes(),
+                         testing::SupervisorModeName);
 
 }  // namespace
 }  // namespace airlock::engine

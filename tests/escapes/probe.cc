@@ -1,6 +1,7 @@
 // airlock-probe: tries one attack from inside a sandbox and prints what happened, as
 // "<attack>: <result>", where result is "ok" (the operation succeeded) or the errno name.
 // Static, so that it runs in any sandbox root. Used by the escape tests.
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/bpf.h>
@@ -8,25 +9,28 @@
 #include <linux/keyctl.h>
 #include <linux/perf_event.h>
 #include <linux/vm_sockets.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/ptrace.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <stddef.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace {
 
@@ -49,6 +53,8 @@ const char* Name(int err) {
     case EAGAIN: return "EAGAIN";
     case ENETUNREACH: return "ENETUNREACH";
     case ECONNREFUSED: return "ECONNREFUSED";
+    case EEXIST:
+      return "EEXIST";
     default: {
       static char buf[32];
       snprintf(buf, sizeof(buf), "errno%d", err);
@@ -101,6 +107,82 @@ int PtraceSibling() {
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
   return err;
+}
+
+int VmWriteSibling() {
+  static char target_buf[16] = "untouched";
+  pid_t child = fork();
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  char data[16] = "written";
+  struct iovec local = {data, sizeof(data)};
+  struct iovec remote = {target_buf, sizeof(target_buf)};
+  int err = Result(process_vm_writev(child, &local, 1, &remote, 1, 0));
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  return err;
+}
+
+int CloneUntraced() {
+  long pid = syscall(SYS_clone, CLONE_UNTRACED | SIGCHLD, 0, 0, 0, 0);
+  if (pid < 0) return errno;
+  if (pid == 0) _exit(0);
+  waitpid(static_cast<pid_t>(pid), nullptr, 0);
+  return 0;
+}
+
+// One thread opens a path for writing again and again while another flips the path between an
+// allowed and a forbidden one: whatever the supervisor read, the forbidden file must never be
+// created. EEXIST if it was; ok if it was not and the allowed one was.
+int ToctouOpen() {
+  static char path[64] = "/sandbox/tmp/toctou-ok";
+  const char* forbidden = "/etc/toctou-evil";
+  std::atomic<bool> stop{false};
+  std::thread flipper([&] {
+    while (!stop) {
+      strcpy(path, forbidden);
+      strcpy(path, "/sandbox/tmp/toctou-ok");
+    }
+  });
+  int opened = 0;
+  for (int i = 0; i < 3000; ++i) {
+    int fd = open(path, O_WRONLY | O_CREAT, 0644);
+    if (fd >= 0) {
+      ++opened;
+      close(fd);
+    }
+  }
+  stop = true;
+  flipper.join();
+  if (access(forbidden, F_OK) == 0) return EEXIST;
+  return opened > 0 ? 0 : ENOENT;
+}
+
+// Threads making a call the policy routes, forever.
+[[noreturn]] void Flood(int threads) {
+  for (int i = 0; i < threads; ++i) {
+    std::thread([] {
+      for (;;) syscall(SYS_getppid);
+    }).detach();
+  }
+  for (;;) pause();
+}
+
+// Processes killed while (or just before) the supervisor handles their routed calls.
+int RoutedThenDie(int rounds) {
+  for (int i = 0; i < rounds; ++i) {
+    pid_t child = fork();
+    if (child == 0) {
+      for (;;) syscall(SYS_getppid);
+    }
+    if (child < 0) return errno;
+    usleep(static_cast<useconds_t>(i % 7) * 100);
+    kill(child, SIGKILL);
+    waitpid(child, nullptr, 0);
+  }
+  return 0;
 }
 
 int OpenFds() {
@@ -225,6 +307,16 @@ int main(int argc, char** argv) {
     err = rc < 0 ? static_cast<int>(-rc) : 0;
   } else if (a == "x32") err = Result(syscall(0x40000000 | SYS_getpid));
   else if (a == "fds") err = OpenFds();
+  else if (a == "process_vm_writev")
+    err = VmWriteSibling();
+  else if (a == "clone-untraced")
+    err = CloneUntraced();
+  else if (a == "toctou-open")
+    err = ToctouOpen();
+  else if (a == "flood")
+    Flood(atoi(arg));
+  else if (a == "routed-then-die")
+    err = RoutedThenDie(atoi(arg));
   else if (a == "connect-tcp") err = ConnectTcp(arg, argc > 3 ? atoi(argv[3]) : 80);
   else if (a == "udp-send") err = SendUdp(arg, argc > 3 ? atoi(argv[3]) : 53);
   else if (a == "raw-socket") err = Result(socket(AF_INET, SOCK_RAW, IPPROTO_ICMP));

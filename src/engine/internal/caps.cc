@@ -13,8 +13,12 @@ namespace airlock::engine::internal {
 
 int DropCapabilities() {
   // The bounding set first: dropping from it needs CAP_SETPCAP, which capset below removes.
+  // Capabilities are numbered without gaps: the first the kernel does not know (EINVAL) ends
+  // the list.
   for (int cap = 0; cap <= 63; ++cap) {
-    if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) return errno;
+    if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0) continue;
+    if (errno == EINVAL && cap > CAP_LAST_CAP) break;
+    if (errno != EINVAL) return errno;
   }
   if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0) return errno;
   // No root semantics for any exec, and the setting cannot be undone.

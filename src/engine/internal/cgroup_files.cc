@@ -112,6 +112,8 @@ absl::StatusOr<std::vector<pid_t>> ReadProcsRecursive(const std::string& dir) {
 }
 
 absl::Status RemoveCgroupDir(const std::string& dir) {
+  // Usually the cgroup is an emptied leaf: one rmdir, no listing.
+  if (::rmdir(dir.c_str()) == 0 || errno == ENOENT) return absl::OkStatus();
   absl::StatusOr<std::vector<std::string>> children = ListSubdirs(dir);
   if (!children.ok()) {
     if (children.status().code() == absl::StatusCode::kNotFound) return absl::OkStatus();

@@ -98,8 +98,8 @@ void RunChild(SetupPlan* plan) {
   int op = -1;
   int err = OpenMountSources(plan, &op);
   Check(p, Step::kOpenSources, err, op);
-  int root_fd = -1;
-  Check(p, Step::kStagingRoot, MountStagingRoot(p, &root_fd));
+  int root_fd = -1, scratch_fd = -1;
+  Check(p, Step::kStagingRoot, MountStagingRoot(p, &root_fd, &scratch_fd));
 
   // The only ids mapped in our user namespace; everything created from here is owned by them.
   // Raw system calls: glibc's setresuid/setresgid synchronise every thread of the process, and
@@ -108,8 +108,9 @@ void RunChild(SetupPlan* plan) {
   Check(p, Step::kIdentity, Errno(static_cast<int>(::syscall(SYS_setresgid, p.gid, p.gid, p.gid))));
   Check(p, Step::kIdentity, Errno(static_cast<int>(::syscall(SYS_setresuid, p.uid, p.uid, p.uid))));
 
-  err = RunMountOps(plan, root_fd, &op);
+  err = RunMountOps(plan, root_fd, scratch_fd, &op);
   Check(p, Step::kMount, err, op);
+  ::close(scratch_fd);
   Check(p, Step::kPivotRoot, PivotIntoRoot(root_fd));
   ::close(root_fd);
   if (p.read_only_root) Check(p, Step::kRootReadOnly, MakeRootReadOnly());

@@ -32,30 +32,26 @@ const char* SplitParent(const char* path, char* buf, size_t size) {
   return slash ? slash + 1 : path;
 }
 
+// mkdir -p beneath root_fd. Usually only the last component is missing, so the parent is
+// tried first and the path is walked up only when it is missing too.
 int MkdirAll(int root_fd, const char* path, mode_t mode) {
-  char prefix[4096];
-  size_t n = std::strlen(path);
-  if (n >= sizeof(prefix)) return ENAMETOOLONG;
-  for (size_t i = 1; i <= n; ++i) {
-    if (i != n && path[i] != '/') continue;
-    std::memcpy(prefix, path, i);
-    prefix[i] = '\0';
-    int fd = Resolve(root_fd, prefix);
-    if (fd >= 0) {
-      ::close(fd);
-      continue;
-    }
-    if (errno != ENOENT) return errno;
-    char parent[4096];
-    const char* leaf = SplitParent(prefix, parent, sizeof(parent));
-    int pfd = Resolve(root_fd, parent);
+  char parent[4096];
+  const char* leaf = SplitParent(path, parent, sizeof(parent));
+  int pfd = Resolve(root_fd, parent);
+  if (pfd < 0) {
+    if (errno != ENOENT || *parent == '\0') return errno;
+    if (int err = MkdirAll(root_fd, parent, mode); err != 0) return err;
+    pfd = Resolve(root_fd, parent);
     if (pfd < 0) return errno;
-    int rc = ::mkdirat(pfd, leaf, mode);
-    int err = errno;
-    ::close(pfd);
-    if (rc != 0 && err != EEXIST) return err;
   }
-  return 0;
+  if (*leaf == '\0') {  // the root itself
+    ::close(pfd);
+    return 0;
+  }
+  int rc = ::mkdirat(pfd, leaf, mode);
+  int err = errno;
+  ::close(pfd);
+  return rc != 0 && err != EEXIST ? err : 0;
 }
 
 int SetAttr(int mnt_fd, uint64_t attr) {
@@ -79,11 +75,11 @@ int MountAt(int target_fd, const char* fstype, unsigned long flags, const char* 
   return ::mount(fstype, path, fstype, flags, data) == 0 ? 0 : errno;
 }
 
-int RunOp(int root_fd, MountOp* op) {
+int RunOp(int root_fd, int scratch_fd, MountOp* op) {
   const char* target = op->target.c_str();
   switch (op->kind) {
     case MountOp::Kind::kMkdir:
-      return MkdirAll(root_fd, target, op->mode);
+      return MkdirAll(op->scratch ? scratch_fd : root_fd, target, op->mode);
     case MountOp::Kind::kFile:
     case MountOp::Kind::kSymlink: {
       char parent[4096];
@@ -117,7 +113,7 @@ int RunOp(int root_fd, MountOp* op) {
       const char* from = op->kind == MountOp::Kind::kReadOnly ? target : op->source.c_str();
       int tfd = Resolve(root_fd, target);
       if (tfd < 0) return op->optional && errno == ENOENT ? 0 : errno;
-      int sfd = Resolve(root_fd, from);
+      int sfd = Resolve(op->scratch ? scratch_fd : root_fd, from);
       if (sfd < 0) {
         int err = errno;
         ::close(tfd);
@@ -135,7 +131,7 @@ int RunOp(int root_fd, MountOp* op) {
     case MountOp::Kind::kWriteFile: {
       char parent[4096];
       const char* leaf = SplitParent(target, parent, sizeof(parent));
-      int pfd = Resolve(root_fd, parent);
+      int pfd = Resolve(op->scratch ? scratch_fd : root_fd, parent);
       if (pfd < 0) return errno;
       int fd = ::openat(pfd, leaf, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, op->mode);
       int err = fd < 0 ? errno : 0;
@@ -152,24 +148,6 @@ int RunOp(int root_fd, MountOp* op) {
         }
       }
       if (fd >= 0) ::close(fd);
-      return err;
-    }
-    case MountOp::Kind::kUnmount: {
-      int tfd = Resolve(root_fd, target);
-      if (tfd < 0) return errno;
-      char path[64];
-      std::snprintf(path, sizeof(path), "/proc/self/fd/%d", tfd);
-      int err = ::umount2(path, MNT_DETACH) == 0 ? 0 : errno;
-      ::close(tfd);
-      return err;
-    }
-    case MountOp::Kind::kRmdir: {
-      char parent[4096];
-      const char* leaf = SplitParent(target, parent, sizeof(parent));
-      int pfd = Resolve(root_fd, parent);
-      if (pfd < 0) return errno;
-      int err = ::unlinkat(pfd, leaf, AT_REMOVEDIR) == 0 ? 0 : errno;
-      ::close(pfd);
       return err;
     }
     case MountOp::Kind::kTmpfs:
@@ -207,19 +185,25 @@ int OpenMountSources(SetupPlan* plan, int* failed_op) {
   return 0;
 }
 
-int MountStagingRoot(const SetupPlan& plan, int* root_fd) {
+int MountStagingRoot(const SetupPlan& plan, int* root_fd, int* scratch_fd) {
   if (::mount("tmpfs", plan.staging_dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV,
               plan.staging_options.c_str()) != 0) {
     return errno;
   }
   *root_fd = ::open(plan.staging_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-  return *root_fd < 0 ? errno : 0;
+  if (*root_fd < 0) return errno;
+  if (::mount("tmpfs", plan.scratch_dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+              plan.scratch_options.c_str()) != 0) {
+    return errno;
+  }
+  *scratch_fd = ::open(plan.scratch_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  return *scratch_fd < 0 ? errno : 0;
 }
 
-int RunMountOps(SetupPlan* plan, int root_fd, int* failed_op) {
+int RunMountOps(SetupPlan* plan, int root_fd, int scratch_fd, int* failed_op) {
   for (size_t i = 0; i < plan->mounts.size(); ++i) {
     *failed_op = static_cast<int>(i);
-    if (int err = RunOp(root_fd, &plan->mounts[i]); err != 0) return err;
+    if (int err = RunOp(root_fd, scratch_fd, &plan->mounts[i]); err != 0) return err;
   }
   *failed_op = -1;
   return 0;

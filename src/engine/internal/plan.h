@@ -56,8 +56,6 @@ struct MountOp {
     kProc,        // a fresh procfs of the sandbox's pid namespace
     kDevpts,      // a private devpts instance; `data` holds its options
     kWriteFile,   // create the file target (mode) holding `data`
-    kUnmount,     // detach the mount at target
-    kRmdir,       // remove the empty directory target
   };
   Kind kind = Kind::kMkdir;
   std::string source;
@@ -68,6 +66,9 @@ struct MountOp {
   mode_t mode = 0755;
   bool optional = false;   // a missing target (or source) is skipped, not an error
   int fd = -1;             // kBind: filled in by the child; kBindFd: set by the parent
+  // kMkdir, kWriteFile: `target` is in the scratch area, not the sandbox; kBindInRoot: `source`
+  // is (SetupPlan::scratch_dir).
+  bool scratch = false;
 };
 
 struct SetupPlan {
@@ -82,6 +83,12 @@ struct SetupPlan {
   // Host directory where the root tmpfs is mounted before pivot_root, and its options.
   std::string staging_dir;
   std::string staging_options;
+  // Host directory where a scratch tmpfs for the generated files (/etc/passwd, the empty file
+  // and directory that mask secrets) is mounted. It is outside the new root, so pivot_root's
+  // detach of the old root takes it along: it never appears in the sandbox, and no unmount of
+  // its own waits for an RCU grace period.
+  std::string scratch_dir;
+  std::string scratch_options;
   std::vector<MountOp> mounts;
   bool read_only_root = true;
   // Landlock: 0 = not applied. Otherwise the ABI to use, and the paths (inside the sandbox)
@@ -100,8 +107,8 @@ struct SetupPlan {
 // the failed operation goes to *failed_op. Targets are resolved beneath the staging root
 // (openat2 RESOLVE_IN_ROOT), so no symlink in a root file system can point a mount outside it.
 int OpenMountSources(SetupPlan* plan, int* failed_op);
-int MountStagingRoot(const SetupPlan& plan, int* root_fd);
-int RunMountOps(SetupPlan* plan, int root_fd, int* failed_op);
+int MountStagingRoot(const SetupPlan& plan, int* root_fd, int* scratch_fd);
+int RunMountOps(SetupPlan* plan, int root_fd, int scratch_fd, int* failed_op);
 int PivotIntoRoot(int root_fd);
 int MakeRootReadOnly();
 

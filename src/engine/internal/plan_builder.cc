@@ -46,11 +46,6 @@ constexpr const char* kMaskedProcDirs[] = {"/proc/acpi", "/proc/scsi", "/proc/ir
                                            "/proc/bus", "/proc/fs", "/proc/driver"};
 constexpr const char* kDevices[] = {"null", "zero", "full", "random", "urandom", "tty"};
 
-// A scratch tmpfs in the new root that holds the generated files while they are bound into
-// place, then is detached and removed: no host path of ours ever shows in the sandbox's
-// mountinfo, and nothing is written on the host per sandbox.
-constexpr const char* kSetupDir = "/.airlock-setup";
-
 struct Builder {
   SetupPlan plan;
   const PlanInputs& in;
@@ -81,15 +76,22 @@ struct Builder {
     op.data = fmt::format("size={},nr_inodes={},mode={:o}", size_bytes, inodes, mode);
     if (owned_by_user) op.data += fmt::format(",uid={},gid={}", in.spec->user.uid, in.spec->user.gid);
   }
-  void WriteFile(const std::string& target, std::string content, mode_t mode = 0644) {
+  MountOp& WriteFile(const std::string& target, std::string content, mode_t mode = 0644) {
     MountOp& op = Add(Kind::kWriteFile, target);
     op.data = std::move(content);
     op.mode = mode;
+    return op;
   }
-  // A read-only bind of a file or directory of the setup scratch area (see BuildPlan).
+  void WriteScratchFile(const std::string& name, std::string content, mode_t mode = 0644) {
+    WriteFile("/" + name, std::move(content), mode).scratch = true;
+  }
+  // A read-only bind of a file or directory of the scratch area (SetupPlan::scratch_dir): the
+  // generated files live on a tmpfs outside the new root, so no host path of ours ever shows
+  // in the sandbox's mountinfo and nothing is written on the host per sandbox.
   void BindSetup(const std::string& name, const std::string& target, bool optional) {
     MountOp& op = Add(Kind::kBindInRoot, target);
-    op.source = fmt::format("{}/{}", kSetupDir, name);
+    op.source = "/" + name;
+    op.scratch = true;
     op.attr = kReadOnly;
     op.optional = optional;
   }
@@ -358,21 +360,22 @@ void AddGeneratedFiles(Builder& b) {
                                     : ReadRootFile(root, "etc/passwd");
   std::string group = root.empty() ? ReadFile("/etc/group").value_or("")
                                    : ReadRootFile(root, "etc/group");
-  std::string setup = kSetupDir;
-  b.WriteFile(setup + "/passwd",
-              FilterIdFile(passwd, 1000,
-                           fmt::format("sandbox:x:{}:{}:sandbox:/sandbox/home:/bin/sh\n",
-                                       spec.user.uid, spec.user.gid)));
-  b.WriteFile(setup + "/group",
-              FilterIdFile(group, 1000, fmt::format("sandbox:x:{}:\n", spec.user.gid)));
-  b.WriteFile(setup + "/hosts",
-              fmt::format("127.0.0.1\tlocalhost {0}\n::1\tlocalhost ip6-localhost {0}\n",
-                          spec.hostname));
-  b.WriteFile(setup + "/hostname", spec.hostname + "\n");
+  b.WriteScratchFile("passwd",
+                     FilterIdFile(passwd, 1000,
+                                  fmt::format("sandbox:x:{}:{}:sandbox:/sandbox/home:/bin/sh\n",
+                                              spec.user.uid, spec.user.gid)));
+  b.WriteScratchFile("group",
+                     FilterIdFile(group, 1000, fmt::format("sandbox:x:{}:\n", spec.user.gid)));
+  b.WriteScratchFile(
+      "hosts",
+      fmt::format("127.0.0.1\tlocalhost {0}\n::1\tlocalhost ip6-localhost {0}\n", spec.hostname));
+  b.WriteScratchFile("hostname", spec.hostname + "\n");
   // No resolver: names are resolved by the egress proxy, never inside the sandbox.
-  b.WriteFile(setup + "/resolv.conf", "");
-  b.WriteFile(setup + "/empty", "", 0444);
-  b.Mkdir(setup + "/emptydir", 0555);
+  b.WriteScratchFile("resolv.conf", "");
+  b.WriteScratchFile("empty", "", 0444);
+  MountOp& emptydir = b.Add(Kind::kMkdir, "/emptydir");
+  emptydir.mode = 0555;
+  emptydir.scratch = true;
 }
 
 }  // namespace
@@ -392,13 +395,13 @@ absl::StatusOr<SetupPlan> BuildPlan(const PlanInputs& in, std::vector<UniqueFd>*
   // points are created as the sandbox user.
   p.staging_options = fmt::format("size={},nr_inodes={},mode=755,uid={},gid={}", root_size,
                                   p.read_only_root ? 4096 : 65536, p.uid, p.gid);
-  b.Tmpfs(kSetupDir, 1 << 20, 256, 0755, false, true);
+  p.scratch_dir = in.run_dir + "/setup";
+  p.scratch_options =
+      fmt::format("size={},nr_inodes=256,mode=755,uid={},gid={}", 1 << 20, p.uid, p.gid);
   AddGeneratedFiles(b);
   RETURN_IF_ERROR(AddRootFileSystem(b));
   AddProcAndDev(b, std::min<int64_t>(spec.resources.memory_mb, 64) << 20);
   RETURN_IF_ERROR(AddSandboxLayout(b));
-  b.Add(Kind::kUnmount, kSetupDir);
-  b.Add(Kind::kRmdir, kSetupDir);
 
   p.landlock_abi = in.landlock_abi;
   if (p.landlock_abi > 0) {

@@ -3,9 +3,11 @@
 #define AIRLOCK_ENGINE_INTERNAL_SECCOMP_H_
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "supervisor/policy.h"
 
 namespace airlock::engine::internal {
 
@@ -14,6 +16,19 @@ namespace airlock::engine::internal {
 // operations answered with an errno, and SECCOMP_RET_KILL_PROCESS for everything else
 // (including foreign-architecture and x32 system calls).
 absl::StatusOr<std::string> BuildSeccompFilter();
+
+// The same default profile, compiled by BuildSeccompFilter() when airlock was built
+// (seccomp_gen.cc writes it into the engine library): what sandboxes use, with no libseccomp
+// work at run time. seccomp_test checks that both are the same program.
+std::string_view DefaultSeccompFilter();
+
+// The same profile, also allowing `widened` (names it does not otherwise allow, for a syscall
+// policy that decides those calls itself: supervisor/policy.h). Built at each call.
+absl::StatusOr<std::string> BuildSeccompFilter(const std::vector<std::string>& widened);
+
+// How the profile treats a system call, by name (for checking a syscall policy against it;
+// kFiltered: ioctl, clone, unshare, seccomp, personality, socket).
+supervisor::ProfileTreatment TreatmentOf(std::string_view name);
 
 // Names of the system calls that are always denied, whatever the spec says (for docs and
 // for the supervisor's "cannot re-allow" check).

@@ -11,6 +11,7 @@
 #include "common/files.h"
 #include "common/status.h"
 #include "fmt/format.h"
+#include "supervisor/supervisor.h"
 
 namespace airlock::engine::testing {
 namespace {
@@ -61,10 +62,43 @@ spec::SandboxSpec SandboxTest::WithProbe(spec::SandboxSpec s) {
   return s;
 }
 
+spec::SandboxSpec SandboxTest::Supervised(spec::SandboxSpec s) const {
+  if (supervisor_ == spec::SupervisorMode::kNone ||
+      s.process.supervisor != spec::SupervisorMode::kNone) {
+    return s;
+  }
+  s.runtime = spec::Runtime::kTraced;
+  s.process.supervisor = supervisor_;
+  if (s.process.syscalls.empty() && s.process.syscall_default_action.empty()) {
+    s.process.syscalls.push_back(
+        {{"execve", "openat", "connect"},
+         {},
+         supervisor_ == spec::SupervisorMode::kPtrace ? "trace" : "notify"});
+  }
+  return s;
+}
+
+void SupervisedSandboxTest::SetUp() {
+  SandboxTest::SetUp();
+  if (IsSkipped()) return;
+  supervisor_ = GetParam();
+  if (absl::Status s = supervisor::CheckAvailable(supervisor_); !s.ok()) GTEST_SKIP() << s;
+}
+
+::testing::internal::ValueArray<spec::SupervisorMode, spec::SupervisorMode, spec::SupervisorMode>
+SupervisorModes() {
+  return ::testing::Values(spec::SupervisorMode::kNone, spec::SupervisorMode::kNotify,
+                           spec::SupervisorMode::kPtrace);
+}
+
+std::string SupervisorModeName(const ::testing::TestParamInfo<spec::SupervisorMode>& info) {
+  return spec::ToString(info.param);
+}
+
 absl::StatusOr<std::unique_ptr<NativeSandbox>> SandboxTest::TryCreate(
     const spec::SandboxSpec& s, std::vector<std::string> allow) {
   SandboxOptions options;
-  options.spec = s;
+  options.spec = Supervised(s);
   options.tools_dir = AIRLOCK_TEST_TOOLS_DIR;
   options.cgroups = cgroups_.get();
   options.allow_degraded = std::move(allow);

@@ -45,8 +45,28 @@ class SandboxTest : public ::testing::Test {
   static std::string ProbePath();
   static spec::SandboxSpec WithProbe(spec::SandboxSpec spec);
 
+  // The syscall supervisor every sandbox of the test runs with (suites parametrised over the
+  // modes set it in SetUp). With notify or ptrace, a spec without a syscall policy of its own
+  // gets one that routes execve, openat and connect to the supervisor, so that the supervisor
+  // takes part in every command.
+  spec::SupervisorMode supervisor_ = spec::SupervisorMode::kNone;
+  spec::SandboxSpec Supervised(spec::SandboxSpec spec) const;
+
   std::unique_ptr<CgroupDriver> cgroups_;
 };
+
+// A suite run once per supervisor mode (none, notify, ptrace); modes the host cannot provide
+// are skipped with the reason.
+class SupervisedSandboxTest : public SandboxTest,
+                              public ::testing::WithParamInterface<spec::SupervisorMode> {
+ protected:
+  void SetUp() override;
+};
+
+// For INSTANTIATE_TEST_SUITE_P(Supervisors, Suite, SupervisorModes(), SupervisorModeName).
+::testing::internal::ValueArray<spec::SupervisorMode, spec::SupervisorMode, spec::SupervisorMode>
+SupervisorModes();
+std::string SupervisorModeName(const ::testing::TestParamInfo<spec::SupervisorMode>& info);
 
 }  // namespace airlock::engine::testing
 

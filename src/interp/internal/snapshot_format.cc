@@ -1,8 +1,7 @@
 #include "interp/internal/snapshot_format.h"
 
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
+#include <nettle/hmac.h>
+#include <nettle/memops.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #include <zstd.h>
@@ -71,11 +70,12 @@ class Reader {
 };
 
 std::string Mac(std::string_view key, std::string_view data) {
-  unsigned char out[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-       reinterpret_cast<const unsigned char*>(data.data()), data.size(), out, &len);
-  return std::string(reinterpret_cast<const char*>(out), len);
+  struct hmac_sha256_ctx ctx;
+  hmac_sha256_set_key(&ctx, key.size(), reinterpret_cast<const uint8_t*>(key.data()));
+  hmac_sha256_update(&ctx, data.size(), reinterpret_cast<const uint8_t*>(data.data()));
+  uint8_t out[SHA256_DIGEST_SIZE];
+  hmac_sha256_digest(&ctx, sizeof(out), out);
+  return std::string(reinterpret_cast<const char*>(out), sizeof(out));
 }
 
 bool BlockIsZero(const uint8_t* block) {
@@ -151,7 +151,7 @@ absl::StatusOr<SnapshotImage> DecodeSnapshot(std::string_view bytes, std::string
   }
   std::string_view signed_part = bytes.substr(0, bytes.size() - kMacSize);
   std::string mac = Mac(key, signed_part);
-  if (CRYPTO_memcmp(mac.data(), bytes.data() + signed_part.size(), kMacSize) != 0) {
+  if (!memeql_sec(mac.data(), bytes.data() + signed_part.size(), kMacSize)) {
     return PermissionDenied(
         "snapshot signature does not match: it was modified, or signed with another key");
   }

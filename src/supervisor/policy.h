@@ -1,0 +1,133 @@
+// The syscall policy of a sandbox (process.syscalls, process.syscallDefaultAction and
+// process.supervisor), compiled for this machine's architecture into a seccomp filter, and
+// evaluated by the supervisor exactly as the filter decides.
+//
+// The policy filter is installed beside the engine's built-in profile
+// (engine/internal/seccomp.cc). The kernel runs both and applies the more restrictive answer
+// (kill > errno > notify > trace > allow), so a rule can narrow what the profile allows or route
+// a call to the supervisor, and can never loosen the profile. Rules are tried in order and the
+// first whose syscall and argument conditions match decides; calls no rule matches get the
+// default action ("allow", the default, leaves them to the profile).
+//
+// Checks against the profile, with the rule's path in the error:
+//   - a rule that would let an always-denied call through (allow, trace, notify) is an error;
+//   - a rule that names a call the profile does not allow at all (it would be killed) widens the
+//     profile for that call (widened()): the policy then decides every such call, and one that
+//     no rule matches is still killed unless the default action says otherwise.
+// The profile's argument filters (namespace flags of clone/unshare, socket families, TIOCSTI,
+// seccomp listeners, personality changes) always apply.
+//
+// With a supervisor every rule other than allow goes through it, so that denied calls are
+// reported with their arguments decoded: notify mode answers a denied call with its errno (or
+// kills the command), ptrace mode skips it with its errno (or kills). Rules' argument
+// conditions compare register values (no pointers are read), so what the supervisor decides
+// matches what the filter decided.
+//
+// Immutable after Compile; thread-safe.
+#ifndef AIRLOCK_SUPERVISOR_POLICY_H_
+#define AIRLOCK_SUPERVISOR_POLICY_H_
+
+#include <linux/seccomp.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "spec/sandbox_spec.h"
+
+namespace airlock::supervisor {
+
+// What the built-in profile does with a system call, by name.
+enum class ProfileTreatment {
+  kAllowed,       // allowed whatever the arguments
+  kFiltered,      // allowed or refused depending on its arguments
+  kAlwaysDenied,  // refused whatever the arguments and the spec
+  kNotAllowed,    // not in the profile: killed
+};
+using ProfileLookup = std::function<ProfileTreatment(std::string_view name)>;
+
+struct Verdict {
+  static constexpr int kDefaultRule = -1;  // process.syscallDefaultAction
+  // A check of the policy's own (foreign architecture, CLONE_UNTRACED under ptrace, a widened
+  // call no rule matched): the filter answers it itself, never through the supervisor.
+  static constexpr int kBuiltinRule = -2;
+
+  enum class Kind {
+    kAllow,      // let it run (the profile still applies)
+    kErrno,      // fail it with errno_value
+    kKill,       // kill the command
+    kRoute,      // a trace or notify rule: record it, then let it run
+    kHandshake,  // the listener handshake call (init/protocol.h)
+  };
+  Kind kind = Kind::kAllow;
+  int errno_value = 0;  // kErrno
+  int rule = -1;        // index in process.syscalls, kDefaultRule or kBuiltinRule
+  uint64_t phase = 0;   // kHandshake: kHandshakeListenerReady or kHandshakeDone
+
+  friend bool operator==(const Verdict&, const Verdict&) = default;
+};
+
+class SyscallPolicy {
+ public:
+  // Compiles `process` for the native architecture. InvalidArgument with the field path when a
+  // rule conflicts with the profile or the program would be too long.
+  static absl::StatusOr<SyscallPolicy> Compile(const spec::Process& process,
+                                               const ProfileLookup& profile);
+
+  spec::SupervisorMode mode() const { return mode_; }
+  // The policy filter (struct sock_filter[]); empty when there is nothing to install (no
+  // supervisor and no rules).
+  const std::string& filter() const { return filter_; }
+  // Names (sorted, distinct) the profile must allow so that the policy can decide them.
+  const std::vector<std::string>& widened() const { return widened_; }
+
+  // What the filter decides for a call of the native architecture. With `handshake` false the
+  // handshake call is evaluated as the getppid it is (after the handshake ended, a program
+  // that makes the same call gets no special treatment).
+  Verdict Evaluate(const seccomp_data& call, bool handshake = true) const;
+
+  // What the filter returns for `verdict` (SECCOMP_RET_*), in this policy's mode.
+  uint32_t FilterReturn(const Verdict& verdict) const;
+
+  // "allow", "errno(EACCES)", "kill", "trace" or "notify".
+  std::string ActionName(const Verdict& verdict) const;
+
+ private:
+  struct Condition {
+    int index = 0;
+    enum class Op { kEq, kNe, kLt, kLe, kGt, kGe, kMaskedEq } op = Op::kEq;
+    uint64_t value = 0;
+    uint64_t mask = 0;
+  };
+  struct Rule {
+    std::vector<int> numbers;  // on the native architecture
+    std::vector<Condition> conditions;
+    Verdict verdict;
+  };
+
+  absl::StatusOr<std::string> BuildFilter() const;
+  static bool Holds(const Condition& c, uint64_t value);
+
+  spec::SupervisorMode mode_ = spec::SupervisorMode::kNone;
+  std::vector<Rule> rules_;
+  Verdict default_;
+  std::vector<std::string> widened_;
+  std::vector<int> widened_numbers_;
+  std::string filter_;
+};
+
+// The name of system call `nr` of the native architecture ("openat"), or "syscall_<nr>".
+std::string SyscallName(int nr);
+
+// The number of `name` on the native architecture, or -1 when it has no such call.
+int SyscallNumber(std::string_view name);
+
+// AUDIT_ARCH_* of the architecture this build runs on.
+uint32_t NativeAuditArch();
+
+}  // namespace airlock::supervisor
+
+#endif  // AIRLOCK_SUPERVISOR_POLICY_H_

@@ -1,0 +1,249 @@
+#include "supervisor/policy.h"
+
+#include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <random>
+
+#include "fmt/format.h"
+#include "gtest/gtest.h"
+#include "init/protocol.h"
+#include "supervisor/internal/bpf.h"
+
+namespace airlock::supervisor {
+namespace {
+
+using spec::SupervisorMode;
+using spec::SyscallArgCondition;
+using spec::SyscallRule;
+
+// A stand-in for the engine's profile: ptrace and mount always denied, personality not in it,
+// ioctl filtered, everything else allowed.
+ProfileTreatment TestProfile(std::string_view name) {
+  if (name == "ptrace" || name == "mount") return ProfileTreatment::kAlwaysDenied;
+  if (name == "personality" || name == "acct_like") return ProfileTreatment::kNotAllowed;
+  if (name == "ioctl") return ProfileTreatment::kFiltered;
+  return ProfileTreatment::kAllowed;
+}
+
+spec::Process Process(SupervisorMode mode, std::vector<SyscallRule> rules,
+                      std::string default_action = "") {
+  spec::Process p;
+  p.supervisor = mode;
+  p.syscalls = std::move(rules);
+  p.syscall_default_action = std::move(default_action);
+  return p;
+}
+
+SyscallPolicy CompileOrDie(const spec::Process& p) {
+  auto policy = SyscallPolicy::Compile(p, TestProfile);
+  EXPECT_TRUE(policy.ok()) << policy.status();
+  return policy.ok() ? *std::move(policy) : SyscallPolicy();
+}
+
+seccomp_data Call(const char* name, std::initializer_list<uint64_t> args = {}) {
+  seccomp_data d = {};
+  d.nr = SyscallNumber(name);
+  d.arch = NativeAuditArch();
+  int i = 0;
+  for (uint64_t a : args) d.args[i++] = a;
+  return d;
+}
+
+TEST(SyscallPolicyTest, FirstMatchingRuleDecides) {
+  SyscallPolicy p = CompileOrDie(
+      Process(SupervisorMode::kNone,
+              {SyscallRule{{"openat"}, {{2, "masked_eq", O_WRONLY, O_ACCMODE}}, "errno(EROFS)"},
+               SyscallRule{{"openat", "read"}, {}, "allow"},
+               SyscallRule{{"openat"}, {}, "kill"}},  // never reached for openat
+              "errno(ENOSYS)"));
+  EXPECT_EQ(p.Evaluate(Call("openat", {0, 0, O_WRONLY | O_CREAT})),
+            (Verdict{Verdict::Kind::kErrno, EROFS, 0}));
+  EXPECT_EQ(p.Evaluate(Call("openat", {0, 0, O_RDONLY})), (Verdict{Verdict::Kind::kAllow, 0, 1}));
+  EXPECT_EQ(p.Evaluate(Call("write")),
+            (Verdict{Verdict::Kind::kErrno, ENOSYS, Verdict::kDefaultRule}));
+  EXPECT_EQ(p.ActionName(p.Evaluate(Call("openat", {0, 0, O_WRONLY}))), "errno(EROFS)");
+  EXPECT_FALSE(p.filter().empty());
+}
+
+TEST(SyscallPolicyTest, NoPolicyNoFilter) {
+  EXPECT_TRUE(CompileOrDie(Process(SupervisorMode::kNone, {})).filter().empty());
+  // A supervisor always has a filter: the handshake (notify) or the CLONE_UNTRACED check.
+  EXPECT_FALSE(CompileOrDie(Process(SupervisorMode::kNotify, {})).filter().empty());
+  EXPECT_FALSE(CompileOrDie(Process(SupervisorMode::kPtrace, {})).filter().empty());
+}
+
+TEST(SyscallPolicyTest, AlwaysDeniedCannotBeLetThrough) {
+  for (const char* action : {"allow", "trace"}) {
+    auto p = SyscallPolicy::Compile(
+        Process(SupervisorMode::kPtrace, {SyscallRule{{"read"}, {}, "allow"},
+                                          SyscallRule{{"openat", "ptrace"}, {}, action}}),
+        TestProfile);
+    ASSERT_FALSE(p.ok()) << action;
+    EXPECT_EQ(p.status().message(),
+              "process.syscalls[1].names[1]: ptrace is always denied; no rule can let it through "
+              "(only errno and kill rules may name it)");
+  }
+  // Denying it again is fine (and changes nothing: the profile's errno stands or kill wins).
+  EXPECT_TRUE(SyscallPolicy::Compile(
+                  Process(SupervisorMode::kNone, {SyscallRule{{"mount"}, {}, "errno(EACCES)"}}),
+                  TestProfile)
+                  .ok());
+}
+
+TEST(SyscallPolicyTest, NamingACallOutsideTheProfileWidensItForThatCallOnly) {
+  SyscallPolicy p = CompileOrDie(Process(
+      SupervisorMode::kNone, {SyscallRule{{"personality"}, {{0, "eq", 0x0040000, 0}}, "allow"}}));
+  EXPECT_EQ(p.widened(), std::vector<std::string>{"personality"});
+  EXPECT_EQ(p.Evaluate(Call("personality", {0x0040000})).kind, Verdict::Kind::kAllow);
+  // Any other personality call is killed, as the profile alone would have done.
+  Verdict other = p.Evaluate(Call("personality", {0x0400000}));
+  EXPECT_EQ(other.kind, Verdict::Kind::kKill);
+  EXPECT_EQ(other.rule, Verdict::kBuiltinRule);
+  EXPECT_EQ(p.FilterReturn(other), static_cast<uint32_t>(SECCOMP_RET_KILL_PROCESS));
+}
+
+TEST(SyscallPolicyTest, SupervisedRulesGoThroughTheSupervisor) {
+  SyscallPolicy notify =
+      CompileOrDie(Process(SupervisorMode::kNotify, {SyscallRule{{"connect"}, {}, "errno(EACCES)"},
+                                                     SyscallRule{{"execve"}, {}, "notify"}}));
+  EXPECT_EQ(notify.FilterReturn(notify.Evaluate(Call("connect"))),
+            static_cast<uint32_t>(SECCOMP_RET_USER_NOTIF));
+  EXPECT_EQ(notify.FilterReturn(notify.Evaluate(Call("execve"))),
+            static_cast<uint32_t>(SECCOMP_RET_USER_NOTIF));
+  EXPECT_EQ(notify.FilterReturn(notify.Evaluate(Call("read"))),
+            static_cast<uint32_t>(SECCOMP_RET_ALLOW));
+  Verdict hs = notify.Evaluate(Call("getppid", {init::kHandshakeMagic, init::kHandshakeDone}));
+  EXPECT_EQ(hs.kind, Verdict::Kind::kHandshake);
+  EXPECT_EQ(hs.phase, init::kHandshakeDone);
+  EXPECT_EQ(notify.Evaluate(Call("getppid", {init::kHandshakeMagic}), /*handshake=*/false).kind,
+            Verdict::Kind::kAllow);
+
+  SyscallPolicy ptrace = CompileOrDie(
+      Process(SupervisorMode::kPtrace, {SyscallRule{{"connect"}, {}, "kill"}}, "trace"));
+  EXPECT_EQ(ptrace.FilterReturn(ptrace.Evaluate(Call("connect"))),
+            static_cast<uint32_t>(SECCOMP_RET_TRACE | 1));
+  EXPECT_EQ(ptrace.FilterReturn(ptrace.Evaluate(Call("read"))),
+            static_cast<uint32_t>(SECCOMP_RET_TRACE));
+  Verdict untraced = ptrace.Evaluate(Call("clone", {CLONE_UNTRACED | SIGCHLD}));
+  EXPECT_EQ(untraced, (Verdict{Verdict::Kind::kErrno, EPERM, Verdict::kBuiltinRule}));
+  EXPECT_EQ(ptrace.FilterReturn(untraced), static_cast<uint32_t>(SECCOMP_RET_ERRNO | EPERM));
+}
+
+TEST(SyscallPolicyTest, ModeMismatchesAreErrors) {
+  auto p = SyscallPolicy::Compile(
+      Process(SupervisorMode::kNotify, {SyscallRule{{"read"}, {}, "trace"}}), TestProfile);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().message(),
+            "process.syscalls[0].action: trace needs process.supervisor ptrace");
+}
+
+TEST(SyscallPolicyTest, TooManyInstructionsIsAnError) {
+  std::vector<SyscallRule> rules;
+  for (int i = 0; i < 1024; ++i)
+    rules.push_back({{"read", "write"}, {{0, "eq", 1u * i, 0}}, "allow"});
+  auto p = SyscallPolicy::Compile(Process(SupervisorMode::kNone, rules), TestProfile);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("more than the kernel's limit of 4096"), std::string::npos)
+      << p.status();
+}
+
+// The compiled filter and Evaluate agree on every call, including 64-bit boundary values of
+// every comparison, foreign architectures and x32 numbers. Each comparison has its own system
+// call so that no earlier rule hides it.
+TEST(SyscallPolicyTest, FilterAgreesWithEvaluate) {
+  const uint64_t v = 0x0000000500000010;
+  const std::vector<std::pair<const char*, SyscallArgCondition>> conds = {
+      {"read", {1, "eq", v, 0}},
+      {"pread64", {1, "ne", v, 0}},
+      {"lseek", {1, "lt", v, 0}},
+      {"dup3", {1, "le", v, 0}},
+      {"fcntl", {1, "gt", v, 0}},
+      {"fsync", {1, "ge", v, 0}},
+      {"personality", {2, "masked_eq", 0x0000010000000002, 0x0000ff00000000ff}},
+  };
+  std::vector<spec::Process> processes;
+  for (SupervisorMode mode :
+       {SupervisorMode::kNone, SupervisorMode::kNotify, SupervisorMode::kPtrace}) {
+    std::string route = mode == SupervisorMode::kPtrace   ? "trace"
+                        : mode == SupervisorMode::kNotify ? "notify"
+                                                          : "errno(EPERM)";
+    std::vector<SyscallRule> rules;
+    for (size_t i = 0; i < conds.size(); ++i) {
+      rules.push_back({{conds[i].first}, {conds[i].second}, i % 2 ? route : "errno(E2BIG)"});
+    }
+    rules.push_back({{"write"}, {conds[0].second, conds[6].second}, "kill"});
+    rules.push_back({{"openat", "clone", "read"}, {}, route});
+    processes.push_back(Process(mode, rules));
+    processes.push_back(Process(mode, rules, "errno(ENOSYS)"));
+    processes.push_back(Process(mode, rules, mode == SupervisorMode::kNone ? "kill" : route));
+  }
+  std::vector<uint64_t> values = {0,
+                                  1,
+                                  v - 1,
+                                  v,
+                                  v + 1,
+                                  0x10,
+                                  0x0000000400000010,
+                                  0x0000000600000010,
+                                  0x000000050000000f,
+                                  ~0ull,
+                                  0x0000010000000002,
+                                  0x000001abffcd0002,
+                                  0x0000ab0100cd0002,
+                                  CLONE_UNTRACED,
+                                  init::kHandshakeMagic};
+  std::vector<int> numbers;
+  for (const auto& [name, cond] : conds) numbers.push_back(SyscallNumber(name));
+  for (const char* name : {"write", "openat", "clone", "getppid", "close"}) {
+    numbers.push_back(SyscallNumber(name));
+  }
+#if defined(__x86_64__)
+  numbers.push_back(0x40000000 | SyscallNumber("read"));
+#endif
+  std::mt19937_64 rng(42);
+  for (const spec::Process& process : processes) {
+    SyscallPolicy p = CompileOrDie(process);
+    for (int i = 0; i < 50000; ++i) {
+      seccomp_data d = {};
+      d.nr = numbers[rng() % numbers.size()];
+      d.arch = rng() % 16 == 0 ? AUDIT_ARCH_I386 : NativeAuditArch();
+      for (auto& a : d.args) a = values[rng() % values.size()];
+      ASSERT_EQ(internal::RunBpf(p.filter(), d), p.FilterReturn(p.Evaluate(d)))
+          << SyscallName(d.nr) << " args " << d.args[0] << "," << d.args[1] << "," << d.args[2]
+          << " mode " << spec::ToString(process.supervisor) << " default "
+          << process.syscall_default_action;
+    }
+  }
+}
+
+// The kernel accepts the filter and applies it: errno rules answer, kill rules kill.
+TEST(SyscallPolicyTest, KernelAppliesTheFilter) {
+  SyscallPolicy p = CompileOrDie(Process(
+      SupervisorMode::kNone, {SyscallRule{{"getpriority"}, {{0, "eq", 77, 0}}, "errno(EXDEV)"},
+                              SyscallRule{{"getpriority"}, {{0, "eq", 78, 0}}, "kill"}}));
+  pid_t child = fork();
+  if (child == 0) {
+    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+    if (init::InstallFilters("", p.filter(), init::PolicyListener::kNone, -1) != 0) _exit(10);
+    errno = 0;
+    if (syscall(SYS_getpriority, 77, 0) != -1 || errno != EXDEV) _exit(11);
+    if (syscall(SYS_getpriority, PRIO_PROCESS, 0) < 0) _exit(12);  // other arguments pass
+    syscall(SYS_getpriority, 78, 0);
+    _exit(13);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "exit status " << WEXITSTATUS(status);
+  EXPECT_EQ(WTERMSIG(status), SIGSYS);
+}
+
+}  // namespace
+}  // namespace airlock::supervisor
