@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/spec_flags.h"
+#include "cmdpolicy/policy.h"
 #include "command/command.h"
 #include "command/finish.h"
 #include "common/files.h"
@@ -182,6 +183,20 @@ int Run(const RunFlags& f) {
   absl::StatusOr<netproxy::OperatorPolicy> op = LoadOperatorPolicy(f.operator_policy);
   if (!op.ok()) return fail(kExitUsage, op.status());
   // A network profile other than none gets an egress proxy in this process for the run.
+  // The command permission policy refuses before any sandbox is made (exit 126).
+  absl::StatusOr<cmdpolicy::Policy> policy = cmdpolicy::Policy::Create(spec->command_policy);
+  if (!policy.ok()) return fail(kExitUsage, Annotate(policy.status(), "commandPolicy"));
+  if (cmdpolicy::Decision d = policy->Check(command.argv); !d.allowed) {
+    CommandResult refused = cmdpolicy::BlockedResult(command, d);
+    if (f.json) {
+      std::printf("%s\n", ToJson(refused).dump(2, ' ', false,
+                                               nlohmann::json::error_handler_t::replace).c_str());
+    } else {
+      PrintHuman(refused);
+    }
+    return ExitCodeOf(refused);
+  }
+
   netproxy::BlockedEventLog blocked;
   std::unique_ptr<netproxy::EgressProxy> proxy;
   if (spec->network.profile != spec::NetworkProfile::kNone) {

@@ -134,6 +134,18 @@ TEST_F(CliTest, EverythingAfterTheSeparatorIsTheCommand) {
   EXPECT_EQ(dash.out, "--json --env\n");
 }
 
+// The command permission policy refuses `sudo ...` before any sandbox is made: exit 126, the
+// result POLICY_BLOCKED naming the rule, and the command never ran (no marker file appears).
+TEST_F(CliTest, CommandPolicyRefusesBeforeTheSandboxIsMade) {
+  std::string marker = logs_ + "/ran";
+  Outcome o = Airlock(Run("--json -- sudo touch " + marker));
+  EXPECT_EQ(o.exit_code, 126) << o.err;
+  nlohmann::json j = nlohmann::json::parse(o.out, nullptr, false);
+  EXPECT_EQ(j.value("classification", ""), "POLICY_BLOCKED") << o.out;
+  EXPECT_NE(o.out.find("privilege-escalation/sudo"), std::string::npos) << o.out;
+  EXPECT_FALSE(ReadFile(marker).ok());
+}
+
 TEST_F(CliTest, JsonIsTheCommandResult) {
   Outcome o = Airlock(Run("--json -- sh -c 'echo hello'"));
   EXPECT_EQ(o.exit_code, 0) << o.err;
