@@ -24,17 +24,20 @@ using redact_testing::Tok;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-// Streams `text` cut at `cuts` (ascending offsets) and returns the output.
+// Streams `text` cut at `cuts` (ascending offsets) and returns the output; with `flush`, flushes
+// after every piece as live output does.
 std::string StreamInPieces(const Redactor& r, std::string_view text,
-                           const std::vector<size_t>& cuts) {
+                           const std::vector<size_t>& cuts, bool flush = false) {
   StreamRedactor stream(r);
   std::string out;
   size_t pos = 0;
   for (size_t cut : cuts) {
     stream.Write(text.substr(pos, cut - pos), &out);
+    if (flush) stream.Flush(&out);
     pos = cut;
   }
   stream.Write(text.substr(pos), &out);
+  if (flush) stream.Flush(&out);
   stream.Finish(&out);
   return out;
 }
@@ -51,23 +54,6 @@ TEST(StreamRedactorTest, ExplicitValueSplitAtEveryPoint) {
       EXPECT_EQ(StreamInPieces(r, text, {i, j}), expected) << "split at " << i << ", " << j;
     }
   }
-}
-
-// Streams `text` in pieces cut at `cuts`, flushing after every piece as live output does.
-std::string StreamFlushingInPieces(const Redactor& r, std::string_view text,
-                                   const std::vector<size_t>& cuts) {
-  StreamRedactor stream(r);
-  std::string out;
-  size_t pos = 0;
-  for (size_t cut : cuts) {
-    stream.Write(text.substr(pos, cut - pos), &out);
-    stream.Flush(&out);
-    pos = cut;
-  }
-  stream.Write(text.substr(pos), &out);
-  stream.Flush(&out);
-  stream.Finish(&out);
-  return out;
 }
 
 TEST(StreamRedactorTest, FlushReleasesCompleteLinesAndHoldsThePartialOne) {
@@ -98,9 +84,10 @@ TEST(StreamRedactorTest, FlushingAtEverySplitRedactsLikeTheWholeText) {
   ASSERT_THAT(expected, Not(HasSubstr(secret)));
   ASSERT_THAT(expected, Not(HasSubstr("MIIEow")));
   for (size_t i = 0; i <= text.size(); ++i) {
-    EXPECT_EQ(StreamFlushingInPieces(r, text, {i}), expected) << "split at " << i;
+    EXPECT_EQ(StreamInPieces(r, text, {i}, /*flush=*/true), expected) << "split at " << i;
     for (size_t j = i; j <= text.size(); j += 7) {
-      EXPECT_EQ(StreamFlushingInPieces(r, text, {i, j}), expected) << "split at " << i << ", " << j;
+      EXPECT_EQ(StreamInPieces(r, text, {i, j}, /*flush=*/true), expected)
+          << "split at " << i << ", " << j;
     }
   }
 }
