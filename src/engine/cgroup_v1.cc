@@ -141,8 +141,20 @@ class CgroupV1 : public Cgroup {
       return absl::OkStatus();
     }
     // Freeze first so that nothing in the tree can fork while we send SIGKILLs; frozen tasks
-    // receive the signal when thawed. Without a freezer hierarchy, repeat until empty.
-    bool frozen = Dir("freezer").ok() && Freeze().ok();
+    // receive the signal when thawed. A task caught mid-way (joining the cgroup right after its
+    // start) can hold the freezer in FREEZING: wait only briefly, kill what is listed, and thaw
+    // in every case (a cgroup left FREEZING keeps its tasks stopped, unkillable), then repeat
+    // the kills until the tree is empty. Without a freezer hierarchy, only the repetition.
+    absl::StatusOr<std::string> freezer = Dir("freezer");
+    bool frozen = freezer.ok() && WriteCgroupFile(*freezer + "/freezer.state", "FROZEN").ok();
+    if (frozen) {
+      (void)WaitFor(
+          [&] {
+            auto state = ReadCgroupFile(*freezer + "/freezer.state");
+            return state.ok() && *state == "FROZEN";
+          },
+          std::chrono::milliseconds(200));
+    }
     auto kill_all = [&]() -> absl::StatusOr<bool> {
       ASSIGN_OR_RETURN(std::vector<pid_t> pids, ReadProcsRecursive(procs_dir));
       for (pid_t p : pids) ::kill(p, SIGKILL);

@@ -1105,7 +1105,20 @@ absl::StatusOr<CommandResult> RunningCommand::Wait() {
     result.error = fmt::format("command setup step \"{}\": {}", init::ToString(setup_stage),
                                std::strerror(setup_errno));
   }
-  if (result.syscalls.killed) result.classification = Classification::kPolicyBlocked;
+  if (result.syscalls.killed) {
+    // A kill rule is the policy's verdict. The supervisor's own failure ("supervisor: ...")
+    // killed the command too, but it is not the command's doing: a limit the command had already
+    // hit (a fork bomb's pids) names what happened; otherwise the sandbox failed.
+    const bool own_failure = result.syscalls.error.rfind("supervisor: ", 0) == 0;
+    if (!own_failure) {
+      result.classification = Classification::kPolicyBlocked;
+    } else if (result.classification != Classification::kResourceExhaustedPids &&
+               result.classification != Classification::kResourceExhaustedMemory &&
+               result.classification != Classification::kCommandTimeout) {
+      result.classification = Classification::kSandboxError;
+      if (result.error.empty()) result.error = result.syscalls.error;
+    }
+  }
   if (result.signal == SIGSYS) {
     result.violations.push_back(
         {"seccomp", "the command was killed for a forbidden system call", {{"signal", "SIGSYS"}}});
