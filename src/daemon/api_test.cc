@@ -793,8 +793,7 @@ TEST_F(DaemonApiTest, FilePathTraversalIsRefused) {
     ExpectError(r, 403, "permission_denied", path);
     EXPECT_THAT(r.body, ::testing::Not(HasSubstr("root:x:0:0")));
   }
-  // An upload through the link is refused and writes nothing (the message is not yet clear:
-  // see DISABLED_UploadThroughSymlinkNamesThePath).
+  // An upload through the link is refused and writes nothing (its answer: the test below).
   ApiResponse up = alice().Put(Sb(id, "/files?path=etc-link/evil"), "pwned");
   EXPECT_GE(up.status, 400) << up.Describe();
   ApiResponse there = alice().Post(Sb(id, "/exec"), {{"argv", {"test", "-e", "/etc/evil"}}});
@@ -807,11 +806,9 @@ TEST_F(DaemonApiTest, FilePathTraversalIsRefused) {
               "etc-link/hostname");
 }
 
-// Attack as above, by upload. Expected: 403 naming the path. Disabled: the sandbox's init
-// refuses the write and closes, the engine's FileTransfer::Finish then fails writing its commit
-// byte (EPIPE) and reports "commit: Broken pipe" (503) instead of reading init's answer
-// (src/engine/native_sandbox.cc, outside this change).
-TEST_F(DaemonApiTest, DISABLED_UploadThroughSymlinkNamesThePath) {
+// Attack as above, by upload. Expected: 403 naming the path (the worker's refusal, read even
+// though it stopped reading before the commit byte).
+TEST_F(DaemonApiTest, UploadThroughSymlinkNamesThePath) {
   std::string id = NewSandbox();
   ASSERT_FALSE(id.empty());
   ApiResponse ln = alice().Post(Sb(id, "/exec"),

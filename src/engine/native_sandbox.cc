@@ -1386,10 +1386,16 @@ absl::StatusOr<FileInfo> FileTransfer::Finish() {
   if (finished_) return FailedPrecondition("file transfer already finished");
   finished_ = true;
   data_.Reset();  // a write's end of data; a read's end once drained
+  absl::Status commit = absl::OkStatus();
   if (write_ && ::write(result_.get(), "C", 1) != 1) {
-    return ErrnoStatus(errno, fmt::format("{}: commit", path_));
+    commit = ErrnoStatus(errno, fmt::format("{}: commit", path_));
   }
-  ASSIGN_OR_RETURN(init::FileDone done, ReceiveFileDone(result_.get(), kFileOpTimeout));
+  // A worker that refused the write (a symlink on the path, a limit) has answered already and
+  // stopped reading, so the commit byte fails with EPIPE: its answer says why.
+  absl::StatusOr<init::FileDone> received = ReceiveFileDone(result_.get(), kFileOpTimeout);
+  if (!received.ok()) return commit.ok() ? received.status() : commit;
+  init::FileDone done = *std::move(received);
+  if (!commit.ok() && done.err == 0) return commit;
   result_.Reset();
   if (done.err != 0) return FileOpStatus(path_, done.err, done.message);
   if (done.entries.empty()) return FileInfo{path_};
