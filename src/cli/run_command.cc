@@ -189,8 +189,9 @@ int Run(const RunFlags& f) {
   if (cmdpolicy::Decision d = policy->Check(command.argv); !d.allowed) {
     CommandResult refused = cmdpolicy::BlockedResult(command, d);
     if (f.json) {
-      std::printf("%s\n", ToJson(refused).dump(2, ' ', false,
-                                               nlohmann::json::error_handler_t::replace).c_str());
+      std::printf(
+          "%s\n",
+          ToJson(refused).dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else {
       PrintHuman(refused);
     }

@@ -71,9 +71,8 @@ absl::Status Annotate(const absl::Status& status, std::string_view context) {
   if (status.ok() || context.empty()) return status;
   absl::Status out(status.code(), fmt::format("{}: {}", context, Message(status)));
   // Payloads (the HTTP reason of src/http/errors.h, for one) travel with the status.
-  status.ForEachPayload([&out](absl::string_view url, const absl::Cord& payload) {
-    out.SetPayload(url, payload);
-  });
+  status.ForEachPayload(
+      [&out](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
   return out;
 }
 

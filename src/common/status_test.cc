@@ -48,9 +48,7 @@ TEST(StatusTest, ReturnIfErrorCtx) {
   EXPECT_EQ(s.message(), "check thing: gone");
 }
 
-TEST(StatusTest, AnnotateKeepsOk) {
-  EXPECT_TRUE(Annotate(absl::OkStatus(), "ctx").ok());
-}
+TEST(StatusTest, AnnotateKeepsOk) { EXPECT_TRUE(Annotate(absl::OkStatus(), "ctx").ok()); }
 
 TEST(StatusTest, AnnotateKeepsPayloads) {
   absl::Status s = absl::InvalidArgumentError("too big");

@@ -350,12 +350,12 @@ TEST_F(DaemonApiTest, ExecRefusesPolicyBlockedCommands) {
 TEST_F(DaemonApiTest, ArtifactsCollectListDownloadAndQuarantine) {
   std::string id = NewSandbox();
   ASSERT_FALSE(id.empty());
-  ApiResponse made = alice().Post(
-      Sb(id, "/exec"), {{"argv",
-                         {"sh", "-c",
-                          "mkdir -p /sandbox/artifacts && printf 'report\\n' > "
-                          "/sandbox/artifacts/report.txt && printf 'X=1\\n' > "
-                          "/sandbox/artifacts/.env"}}});
+  ApiResponse made =
+      alice().Post(Sb(id, "/exec"), {{"argv",
+                                      {"sh", "-c",
+                                       "mkdir -p /sandbox/artifacts && printf 'report\\n' > "
+                                       "/sandbox/artifacts/report.txt && printf 'X=1\\n' > "
+                                       "/sandbox/artifacts/.env"}}});
   ASSERT_EQ(made.json.value("exit_code", -1), 0) << made.Describe();
   ApiResponse c = alice().Post(Sb(id, "/artifacts:collect"), json::object());
   ASSERT_EQ(c.status, 200) << c.Describe();
@@ -377,19 +377,20 @@ TEST_F(DaemonApiTest, ArtifactsCollectListDownloadAndQuarantine) {
   ExpectError(bob().Get(Sb(id, "/artifacts/" + report_id)), 404, "not_found", id);
   ExpectError(alice().Post(Sb(id, "/artifacts:collect"), {{"paths", {"/etc"}}}), 422,
               "invalid_argument", "/etc");
-  ExpectError(alice().Post(Sb(id, "/artifacts:collect"), {{"path", "x"}}), 422,
-              "invalid_argument", "path");
+  ExpectError(alice().Post(Sb(id, "/artifacts:collect"), {{"path", "x"}}), 422, "invalid_argument",
+              "path");
 
   // The key is assembled inside the sandbox so this file holds none.
   ApiResponse leak = alice().Post(
       Sb(id, "/exec"),
-      {{"argv", {"sh", "-c", "echo \"aws=AKIA$0\" > /sandbox/artifacts/leak.txt",
-                 "IOSFODNN7EXAMPLE"}}});
+      {{"argv",
+        {"sh", "-c", "echo \"aws=AKIA$0\" > /sandbox/artifacts/leak.txt", "IOSFODNN7EXAMPLE"}}});
   ASSERT_EQ(leak.json.value("exit_code", -1), 0) << leak.Describe();
   ApiResponse blocked = alice().Post(Sb(id, "/artifacts:collect"), json::object());
   ASSERT_EQ(blocked.status, 200) << blocked.Describe();
   EXPECT_EQ(blocked.json["policy_blocked"], true);
-  EXPECT_EQ(blocked.body.find("IOSFODNN7EXAMPLE"), std::string::npos) << "the secret is never shown";
+  EXPECT_EQ(blocked.body.find("IOSFODNN7EXAMPLE"), std::string::npos)
+      << "the secret is never shown";
   std::string quarantined_id;
   for (const json& f : blocked.json["files"]) {
     if (f["path"] == "/sandbox/artifacts/leak.txt") {

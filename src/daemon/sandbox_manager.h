@@ -38,8 +38,8 @@ namespace airlock::daemon {
 struct ManagerOptions {
   std::string data_dir;
   NodeId node;
-  std::string tools_dir;  // airlock-init and the in-sandbox tools
-  std::string shim_bin;   // airlock-shim
+  std::string tools_dir;    // airlock-init and the in-sandbox tools
+  std::string shim_bin;     // airlock-shim
   std::string cgroup_base;  // default "airlock/<node>"
   netproxy::OperatorPolicy operator_policy;
   // Tests: names the sandboxes' egress proxies resolve without DNS (and nothing else).

@@ -28,8 +28,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "boost/asio/any_io_executor.hpp"
-#include "boost/asio/awaitable.hpp"
 #include "boost/asio/async_result.hpp"
+#include "boost/asio/awaitable.hpp"
 #include "boost/asio/co_spawn.hpp"
 #include "boost/asio/dispatch.hpp"
 #include "boost/asio/post.hpp"
@@ -181,9 +181,10 @@ asio::awaitable<std::invoke_result_t<F>> RunBlocking(asio::any_io_executor execu
         asio::post(executor, [work = std::move(work), handler = std::move(handler)]() mutable {
           R result = work();
           auto home = asio::get_associated_executor(handler);
-          asio::dispatch(home, [handler = std::move(handler), result = std::move(result)]() mutable {
-            std::move(handler)(std::move(result));
-          });
+          asio::dispatch(home,
+                         [handler = std::move(handler), result = std::move(result)]() mutable {
+                           std::move(handler)(std::move(result));
+                         });
         });
       },
       asio::use_awaitable, std::move(f));
