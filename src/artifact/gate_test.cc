@@ -362,15 +362,23 @@ TEST(ReleaseGateTest, OneGibFileIsStreamedInBoundedMemory) {
   spec::Artifacts spec = Spec();
   spec.max_size_mb = 2048;
   ReleaseGate gate = Gate(spec);
-  Generated* reader = nullptr;
+  // The gate destroys the reader it opened; the test's generator outlives it behind a proxy.
+  class Borrowed : public ContentReader {
+   public:
+    explicit Borrowed(ContentReader* r) : r_(r) {}
+    absl::StatusOr<size_t> Read(std::span<char> buffer) override { return r_->Read(buffer); }
+
+   private:
+    ContentReader* r_;
+  };
+  Generated generated(kSize, kSecretLine, kAwsKey);
+  Generated* reader = &generated;
   Candidate file;
   file.path = "/sandbox/artifacts/huge.log";
   file.size = kSize;
   file.mode = kFile;
   file.open = [&]() -> absl::StatusOr<std::unique_ptr<ContentReader>> {
-    auto r = std::make_unique<Generated>(kSize, kSecretLine, kAwsKey);
-    reader = r.get();
-    return r;
+    return std::unique_ptr<ContentReader>(new Borrowed(&generated));
   };
   const int64_t rss_before = PeakRssKb();
   Collection c = Inspect(gate, {file});
@@ -383,8 +391,13 @@ TEST(ReleaseGateTest, OneGibFileIsStreamedInBoundedMemory) {
   EXPECT_EQ(c.files[0].hits[0].line, kSecretLine);
   EXPECT_EQ(c.files[0].bytes, kSize);
   EXPECT_LE(reader->max_request(), GateOptions{}.chunk_bytes);
-  // Loading the file whole would add 1 GiB; streaming adds a few windows.
+  // Loading the file whole would add 1 GiB; streaming adds a few windows. (Not under ASan: its
+  // quarantine keeps freed chunks resident, up to 256 MiB by default.)
+#if !defined(__SANITIZE_ADDRESS__)
   EXPECT_LT(rss_growth_kb, 64 * 1024) << "peak RSS grew by " << rss_growth_kb << " KiB";
+#else
+  (void)rss_growth_kb;
+#endif
 }
 
 TEST(ReleaseGateTest, SizeCapsTheFileAndTheCollection) {

@@ -1387,7 +1387,7 @@ absl::StatusOr<FileInfo> FileTransfer::Finish() {
   finished_ = true;
   data_.Reset();  // a write's end of data; a read's end once drained
   absl::Status commit = absl::OkStatus();
-  if (write_ && ::write(result_.get(), "C", 1) != 1) {
+  if (write_ && ::send(result_.get(), "C", 1, MSG_NOSIGNAL) != 1) {  // no SIGPIPE
     commit = ErrnoStatus(errno, fmt::format("{}: commit", path_));
   }
   // A worker that refused the write (a symlink on the path, a limit) has answered already and
