@@ -18,8 +18,10 @@ void AddSpecFlags(CLI::App* app, SpecFlags* f) {
   app->add_option("--pids", f->pids, "Maximum number of processes");
   app->add_option("--network", f->network, "Network profile (none)");
   app->add_option("--rootfs", f->rootfs, "Directory to use as the root file system");
-  app->add_option("--workspace", f->workspace, "Host directory mounted read-write at /sandbox/workspace");
-  app->add_option("--mount", f->mounts, "Bind mount SRC:DST[:ro|rw] (read-only by default); repeatable")
+  app->add_option("--workspace", f->workspace,
+                  "Host directory mounted read-write at /sandbox/workspace");
+  app->add_option("--mount", f->mounts,
+                  "Bind mount SRC:DST[:ro|rw] (read-only by default); repeatable")
       ->allow_extra_args(false);
   app->add_option("--env", f->env, "Environment variable K=V for the command; repeatable")
       ->allow_extra_args(false);
@@ -129,9 +131,10 @@ absl::StatusOr<nlohmann::json> SpecDocument(const SpecFlags& f) {
       return InvalidArgument(fmt::format("--mount {}: expected SRC:DST[:ro|rw]", m));
     }
     std::string mode = b == std::string::npos ? "ro" : m.substr(b + 1);
-    doc["filesystem"]["mounts"].push_back({{"source", m.substr(0, a)},
-                                           {"target", m.substr(a + 1, b == std::string::npos ? b : b - a - 1)},
-                                           {"mode", mode}});
+    doc["filesystem"]["mounts"].push_back(
+        {{"source", m.substr(0, a)},
+         {"target", m.substr(a + 1, b == std::string::npos ? b : b - a - 1)},
+         {"mode", mode}});
   }
   for (const std::string& e : f.env) {
     size_t eq = e.find('=');

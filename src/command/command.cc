@@ -132,8 +132,8 @@ absl::StatusOr<CommandResult> CommandResultFromJson(const nlohmann::json& j) {
       r.usage.oom_kills = u.value("oom_kills", int64_t{0});
     }
     for (const auto& v : j.value("violations", nlohmann::json::array())) {
-      r.violations.push_back({v.value("kind", ""), v.value("detail", ""),
-                              v.value("data", nlohmann::json::object())});
+      r.violations.push_back(
+          {v.value("kind", ""), v.value("detail", ""), v.value("data", nlohmann::json::object())});
     }
     r.degraded = j.value("degraded", std::vector<std::string>{});
     r.failure = FailureFromString(j.value("failure", "none")).value_or(FailureKind::kUnknown);

@@ -31,9 +31,9 @@
 
 namespace airlock::daemon {
 
-using nlohmann::json;
 using http::Exchange;
 using http::Verb;
+using nlohmann::json;
 namespace asio = boost::asio;
 
 namespace {
@@ -67,10 +67,13 @@ json SandboxJson(const store::SandboxRecord& r) {
 }
 
 json ArtifactJson(const store::ArtifactRecord& a) {
-  return {{"id", a.id.value()},         {"path", a.path},
-          {"size", a.size},             {"sha256", a.sha256},
+  return {{"id", a.id.value()},
+          {"path", a.path},
+          {"size", a.size},
+          {"sha256", a.sha256},
           {"status", std::string(store::ToString(a.status))},
-          {"reason", a.reason},         {"created_at", Time(a.created_at)}};
+          {"reason", a.reason},
+          {"created_at", Time(a.created_at)}};
 }
 
 json CommandJson(const store::CommandRecord& c) {
@@ -106,8 +109,10 @@ std::string Sse(std::string_view event, const json& data) {
 // One server-sent event for a chunk of a command's stream.
 std::string SseFrame(const ExecFrame& f) {
   switch (f.kind) {
-    case ExecFrame::Kind::kStdout: return Sse("stdout", {{"text", ToValidUtf8(f.data)}});
-    case ExecFrame::Kind::kStderr: return Sse("stderr", {{"text", ToValidUtf8(f.data)}});
+    case ExecFrame::Kind::kStdout:
+      return Sse("stdout", {{"text", ToValidUtf8(f.data)}});
+    case ExecFrame::Kind::kStderr:
+      return Sse("stderr", {{"text", ToValidUtf8(f.data)}});
     case ExecFrame::Kind::kEvent: {
       json event = json::parse(f.data, nullptr, false);
       return Sse("event", event.is_object() ? event : json{{"raw", f.data}});
@@ -125,8 +130,12 @@ absl::StatusOr<int> SignalFromJson(const json& v) {
   if (v.is_string()) {
     std::string n = v.get<std::string>();
     if (n.rfind("SIG", 0) == 0) n = n.substr(3);
-    for (auto [name, sig] : {std::pair{"KILL", SIGKILL}, {"TERM", SIGTERM}, {"INT", SIGINT},
-                             {"HUP", SIGHUP}, {"QUIT", SIGQUIT}, {"USR1", SIGUSR1},
+    for (auto [name, sig] : {std::pair{"KILL", SIGKILL},
+                             {"TERM", SIGTERM},
+                             {"INT", SIGINT},
+                             {"HUP", SIGHUP},
+                             {"QUIT", SIGQUIT},
+                             {"USR1", SIGUSR1},
                              {"USR2", SIGUSR2}}) {
       if (n == name) return sig;
     }
@@ -174,8 +183,8 @@ class Daemon::Impl {
 
     store_latency_ = &metrics_.AddHistogram("airlock_store_seconds", "Store call latency.",
                                             http::Metrics::LatencyBuckets(), {"op"});
-    http_requests_ = &metrics_.AddCounter("airlock_http_requests_total", "HTTP requests.",
-                                          {"route", "status"});
+    http_requests_ =
+        &metrics_.AddCounter("airlock_http_requests_total", "HTTP requests.", {"route", "status"});
     sandboxes_ = &metrics_.AddGauge("airlock_sandboxes", "Sandboxes by state.", {"state"});
     store::SqliteStoreOptions so;
     so.store.observer = [this](const store::StoreCall& c) {
@@ -201,10 +210,9 @@ class Daemon::Impl {
     ho.listen = options_.listen;
     ho.threads = options_.http_threads;
     ho.authenticate = [this](Exchange& ex) { return Authenticate(ex); };
-    ho.on_complete = [this](const Exchange& ex, std::string_view route,
-                            std::chrono::microseconds) {
-      http_requests_->Inc({std::string(route.empty() ? "unmatched" : route),
-                           std::to_string(ex.status())});
+    ho.on_complete = [this](const Exchange& ex, std::string_view route, std::chrono::microseconds) {
+      http_requests_->Inc(
+          {std::string(route.empty() ? "unmatched" : route), std::to_string(ex.status())});
     };
     ASSIGN_OR_RETURN(server_, http::Server::Start(ho, Routes()), "listen");
     reaper_ = std::thread([this] { ReapLoop(); });
@@ -278,19 +286,25 @@ class Daemon::Impl {
 
   http::Router Routes() {
     http::Router r;
-    r.Add(Verb::get, "/healthz", [](Exchange& ex) -> asio::awaitable<void> {
-      co_await ex.Respond(200, "text/plain", "ok\n");
-    }, {.authenticated = false});
-    r.Add(Verb::get, "/readyz", [this](Exchange& ex) -> asio::awaitable<void> {
-      absl::Status ready = co_await Blocking([&] { return manager_->Ready(); });
-      json body = {{"ready", ready.ok()}};
-      if (!ready.ok()) body["reason"] = std::string(ready.message());
-      co_await ex.RespondJson(ready.ok() ? 200 : 503, body);
-    }, {.authenticated = false});
-    r.Add(Verb::get, "/metrics", [this](Exchange& ex) -> asio::awaitable<void> {
-      std::string text = co_await Blocking([&] { return metrics_.Render(); });
-      co_await ex.Respond(200, "text/plain; version=0.0.4", std::move(text));
-    }, {.authenticated = false});
+    r.Add(Verb::get, "/healthz",
+          [](Exchange& ex) -> asio::awaitable<void> {
+            co_await ex.Respond(200, "text/plain", "ok\n");
+          },
+          {.authenticated = false});
+    r.Add(Verb::get, "/readyz",
+          [this](Exchange& ex) -> asio::awaitable<void> {
+            absl::Status ready = co_await Blocking([&] { return manager_->Ready(); });
+            json body = {{"ready", ready.ok()}};
+            if (!ready.ok()) body["reason"] = std::string(ready.message());
+            co_await ex.RespondJson(ready.ok() ? 200 : 503, body);
+          },
+          {.authenticated = false});
+    r.Add(Verb::get, "/metrics",
+          [this](Exchange& ex) -> asio::awaitable<void> {
+            std::string text = co_await Blocking([&] { return metrics_.Render(); });
+            co_await ex.Respond(200, "text/plain; version=0.0.4", std::move(text));
+          },
+          {.authenticated = false});
 
     r.Add(Verb::post, "/v1/sandboxes", [this](Exchange& ex) { return CreateSandbox(ex); });
     r.Add(Verb::get, "/v1/sandboxes", [this](Exchange& ex) { return ListSandboxes(ex); });
@@ -311,17 +325,16 @@ class Daemon::Impl {
       });
     });
     r.Add(Verb::post, "/v1/sandboxes/{id}/exec", [this](Exchange& ex) { return Exec(ex); });
-    r.Add(Verb::get, "/v1/sandboxes/{id}/commands",
-          [this](Exchange& ex) -> asio::awaitable<void> {
-            Caller c = CallerOf(ex);
-            SandboxId id = IdOf(ex);
-            co_await Answer(ex, 200, [&]() -> absl::StatusOr<json> {
-              ASSIGN_OR_RETURN(auto list, manager_->ListCommands(c, id));
-              json out = json::array();
-              for (const auto& cmd : list) out.push_back(CommandJson(cmd));
-              return json{{"commands", out}};
-            });
-          });
+    r.Add(Verb::get, "/v1/sandboxes/{id}/commands", [this](Exchange& ex) -> asio::awaitable<void> {
+      Caller c = CallerOf(ex);
+      SandboxId id = IdOf(ex);
+      co_await Answer(ex, 200, [&]() -> absl::StatusOr<json> {
+        ASSIGN_OR_RETURN(auto list, manager_->ListCommands(c, id));
+        json out = json::array();
+        for (const auto& cmd : list) out.push_back(CommandJson(cmd));
+        return json{{"commands", out}};
+      });
+    });
     r.Add(Verb::get, "/v1/sandboxes/{id}/commands/{cid}",
           [this](Exchange& ex) -> asio::awaitable<void> {
             Caller c = CallerOf(ex);
@@ -343,7 +356,8 @@ class Daemon::Impl {
             (void)rd.Object("signal");  // read below with its own rules
             absl::StatusOr<int> signal = SignalFromJson(sig);
             absl::Status fields = rd.Finish();
-            if (!signal.ok() || (!fields.ok() && fields.message().find("signal") == std::string::npos)) {
+            if (!signal.ok() ||
+                (!fields.ok() && fields.message().find("signal") == std::string::npos)) {
               co_await ex.RespondError(!signal.ok() ? signal.status() : fields);
               co_return;
             }
@@ -360,17 +374,16 @@ class Daemon::Impl {
     r.Add(Verb::get, "/v1/sandboxes/{id}/files", [this](Exchange& ex) { return Download(ex); });
     r.Add(Verb::put, "/v1/sandboxes/{id}/files", [this](Exchange& ex) { return Upload(ex); },
           {.max_body_bytes = options_.manager.max_file_bytes, .stream_body = true});
-    r.Add(Verb::delete_, "/v1/sandboxes/{id}/files",
-          [this](Exchange& ex) -> asio::awaitable<void> {
-            Caller c = CallerOf(ex);
-            SandboxId id = IdOf(ex);
-            std::string path = ex.request().Query("path").value_or("");
-            bool recursive = ex.request().Query("recursive").value_or("") == "true";
-            co_await Answer(ex, 200, [&]() -> absl::StatusOr<json> {
-              RETURN_IF_ERROR(manager_->RemoveFile(c, id, path, recursive));
-              return json{{"path", path}, {"removed", true}};
-            });
-          });
+    r.Add(Verb::delete_, "/v1/sandboxes/{id}/files", [this](Exchange& ex) -> asio::awaitable<void> {
+      Caller c = CallerOf(ex);
+      SandboxId id = IdOf(ex);
+      std::string path = ex.request().Query("path").value_or("");
+      bool recursive = ex.request().Query("recursive").value_or("") == "true";
+      co_await Answer(ex, 200, [&]() -> absl::StatusOr<json> {
+        RETURN_IF_ERROR(manager_->RemoveFile(c, id, path, recursive));
+        return json{{"path", path}, {"removed", true}};
+      });
+    });
     r.Add(Verb::get, "/v1/sandboxes/{id}/files:list",
           [this](Exchange& ex) -> asio::awaitable<void> {
             Caller c = CallerOf(ex);
@@ -489,8 +502,10 @@ class Daemon::Impl {
             if (!co_await Body(ex, &body)) co_return;
             RequestReader rd(body);
             CollectRequest req;
-            req.paths = rd.Strings("paths", {.max_items = 256}).value_or(std::vector<std::string>{});
-            req.secrets = rd.Strings("secrets", {.max_items = 64}).value_or(std::vector<std::string>{});
+            req.paths =
+                rd.Strings("paths", {.max_items = 256}).value_or(std::vector<std::string>{});
+            req.secrets =
+                rd.Strings("secrets", {.max_items = 64}).value_or(std::vector<std::string>{});
             if (absl::Status s = rd.Finish(); !s.ok()) {
               co_await ex.RespondError(s);
               co_return;
@@ -540,12 +555,13 @@ class Daemon::Impl {
     const json* spec = rd.Object("spec");
     if (spec != nullptr) req.spec = *spec;
     req.template_name = rd.String("template", {.max_length = 64}).value_or("");
-    if (auto ttl = rd.Int("ttl_seconds", {.min = 1, .max = INT32_MAX})) req.ttl = absl::Seconds(*ttl);
+    if (auto ttl = rd.Int("ttl_seconds", {.min = 1, .max = INT32_MAX}))
+      req.ttl = absl::Seconds(*ttl);
     if (auto idle = rd.Int("idle_timeout_seconds", {.min = 1, .max = INT32_MAX})) {
       req.idle_timeout = absl::Seconds(*idle);
     }
-    req.metadata = rd.StringMap("metadata", {.max_items = 64, .max_length = 1024}).value_or(
-        std::map<std::string, std::string>{});
+    req.metadata = rd.StringMap("metadata", {.max_items = 64, .max_length = 1024})
+                       .value_or(std::map<std::string, std::string>{});
     req.idempotency_key = rd.String("idempotency_key", {.max_length = 200}).value_or("");
     if (const json* ws = rd.Object("workspace")) {
       RequestReader wr(*ws, "workspace");
@@ -587,7 +603,8 @@ class Daemon::Impl {
           std::string name = v.substr(i, j - i);
           auto s = store::SandboxStateFromString(name);
           if (!s) {
-            co_await ex.RespondError(InvalidArgument(fmt::format("state: unknown state \"{}\"", name)));
+            co_await ex.RespondError(
+                InvalidArgument(fmt::format("state: unknown state \"{}\"", name)));
             co_return;
           }
           q.states.push_back(*s);
@@ -621,8 +638,9 @@ class Daemon::Impl {
     if (!co_await Body(ex, &body)) co_return;
     RequestReader rd(body);
     ExecRequest req;
-    req.command.argv = rd.Strings("argv", {.required = true, .max_items = 4096, .max_length = 1 << 16})
-                           .value_or(std::vector<std::string>{});
+    req.command.argv =
+        rd.Strings("argv", {.required = true, .max_items = 4096, .max_length = 1 << 16})
+            .value_or(std::vector<std::string>{});
     if (body.contains("argv") && body["argv"].is_array() && body["argv"].empty()) {
       rd.Error("argv", "must not be empty");
     }
@@ -637,7 +655,8 @@ class Daemon::Impl {
     req.keep_background = rd.Bool("keep_background").value_or(false);
     bool stream = rd.Bool("stream").value_or(false);
     bool background = rd.Bool("background").value_or(false);
-    if (stream && background) rd.Error("stream", "a background command is streamed with its stream endpoint");
+    if (stream && background)
+      rd.Error("stream", "a background command is streamed with its stream endpoint");
     if (absl::Status s = rd.Finish(); !s.ok()) {
       co_await ex.RespondError(s);
       co_return;
@@ -662,8 +681,8 @@ class Daemon::Impl {
     absl::StatusOr<store::SandboxRecord> record =
         co_await Blocking([&] { return manager_->Get(c, id); });
     if (record.ok() && record->state != store::SandboxState::kRunning) {
-      record = FailedPrecondition(fmt::format("sandbox {} is {}, not Running", id.value(),
-                                              store::ToString(record->state)));
+      record = FailedPrecondition(
+          fmt::format("sandbox {} is {}, not Running", id.value(), store::ToString(record->state)));
     }
     if (!record.ok()) {
       co_await ex.RespondError(record.status());
@@ -723,10 +742,10 @@ class Daemon::Impl {
     SandboxId id = IdOf(ex);
     std::string path = ex.request().Query("path").value_or("");
     // A stat first, so a missing or refused file is an ordinary error answer.
-    absl::StatusOr<json> info =
-        co_await Blocking([&] { return manager_->StatFile(c, id, path); });
+    absl::StatusOr<json> info = co_await Blocking([&] { return manager_->StatFile(c, id, path); });
     if (info.ok() && info->value("type", "") != "file") {
-      info = FailedPrecondition(fmt::format("{} is a {}, not a file", path, info->value("type", "")));
+      info =
+          FailedPrecondition(fmt::format("{} is a {}, not a file", path, info->value("type", "")));
     }
     if (!info.ok()) {
       co_await ex.RespondError(info.status());
@@ -734,10 +753,10 @@ class Daemon::Impl {
     }
     auto q = std::make_shared<http::StreamQueue<std::string>>(ex.executor(), 16);
     asio::post(pool_, [this, q, c, id, path] {
-      absl::StatusOr<json> r = manager_->ReadFile(c, id, path, [q](std::string_view data) {
-        return q->Push(std::string(data));
-      });
-      if (!r.ok()) Log().Warn("download ended early", {{"error", std::string(Message(r.status()))}});
+      absl::StatusOr<json> r = manager_->ReadFile(
+          c, id, path, [q](std::string_view data) { return q->Push(std::string(data)); });
+      if (!r.ok())
+        Log().Warn("download ended early", {{"error", std::string(Message(r.status()))}});
       q->Close();
     });
     std::vector<std::pair<std::string, std::string>> headers = {
@@ -772,8 +791,8 @@ class Daemon::Impl {
       mode = static_cast<uint32_t>(v);
     }
     // The body goes to the shim chunk by chunk as it arrives: never whole in memory.
-    absl::StatusOr<std::unique_ptr<SandboxManager::FileWriter>> writer = co_await Blocking(
-        [&] { return manager_->BeginWrite(c, id, path, mode, parents); });
+    absl::StatusOr<std::unique_ptr<SandboxManager::FileWriter>> writer =
+        co_await Blocking([&] { return manager_->BeginWrite(c, id, path, mode, parents); });
     if (!writer.ok()) {
       co_await ex.RespondError(writer.status());
       co_return;
@@ -782,7 +801,10 @@ class Daemon::Impl {
     for (;;) {
       absl::StatusOr<std::string> chunk = co_await ex.ReadBodyChunk();
       if (!chunk.ok()) {
-        co_await Blocking([&] { w.reset(); return 0; });  // abandons the write
+        co_await Blocking([&] {
+          w.reset();
+          return 0;
+        });  // abandons the write
         co_await ex.RespondError(chunk.status());
         co_return;
       }
@@ -860,8 +882,8 @@ std::string DefaultShimBinary() {
   if (n > 0) {
     std::string dir(exe, static_cast<size_t>(n));
     dir = dir.substr(0, dir.rfind('/'));
-    for (const std::string& c : {dir + "/airlock-shim", dir + "/../bin/airlock-shim",
-                                 dir + "/../../bin/airlock-shim"}) {
+    for (const std::string& c :
+         {dir + "/airlock-shim", dir + "/../bin/airlock-shim", dir + "/../../bin/airlock-shim"}) {
       if (::access(c.c_str(), X_OK) == 0) return c;
     }
   }

@@ -10,15 +10,23 @@ namespace {
 
 const char* TypeName(const nlohmann::json& v) {
   switch (v.type()) {
-    case nlohmann::json::value_t::null: return "null";
-    case nlohmann::json::value_t::boolean: return "boolean";
+    case nlohmann::json::value_t::null:
+      return "null";
+    case nlohmann::json::value_t::boolean:
+      return "boolean";
     case nlohmann::json::value_t::number_integer:
-    case nlohmann::json::value_t::number_unsigned: return "integer";
-    case nlohmann::json::value_t::number_float: return "number";
-    case nlohmann::json::value_t::string: return "string";
-    case nlohmann::json::value_t::array: return "array";
-    case nlohmann::json::value_t::object: return "object";
-    default: return "value";
+    case nlohmann::json::value_t::number_unsigned:
+      return "integer";
+    case nlohmann::json::value_t::number_float:
+      return "number";
+    case nlohmann::json::value_t::string:
+      return "string";
+    case nlohmann::json::value_t::array:
+      return "array";
+    case nlohmann::json::value_t::object:
+      return "object";
+    default:
+      return "value";
   }
 }
 
@@ -30,9 +38,9 @@ absl::StatusOr<nlohmann::json> ParseBody(std::string_view body) {
   if (i == body.size()) return nlohmann::json::object();
   absl::StatusOr<nlohmann::json> doc = spec::ReadSpecDocument(body, spec::Format::kJson);
   if (!doc.ok()) {
-    return http::WithReason(InvalidArgument(fmt::format("the body is not valid JSON: {}",
-                                                        Message(doc.status()))),
-                            http::Reason::kMalformedBody);
+    return http::WithReason(
+        InvalidArgument(fmt::format("the body is not valid JSON: {}", Message(doc.status()))),
+        http::Reason::kMalformedBody);
   }
   if (!doc->is_object()) {
     return http::WithReason(InvalidArgument("the body must be a JSON object"),

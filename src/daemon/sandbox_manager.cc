@@ -28,8 +28,8 @@ extern char** environ;
 namespace airlock::daemon {
 
 using nlohmann::json;
-using store::SandboxState;
 using std::chrono::milliseconds;
+using store::SandboxState;
 
 namespace {
 
@@ -40,10 +40,14 @@ const Logger& Log() {
 
 milliseconds Ms(absl::Duration d) { return milliseconds(absl::ToInt64Milliseconds(d)); }
 
-const std::vector<SandboxState> kLiveStates = {
-    SandboxState::kAllocating, SandboxState::kPreparingImage, SandboxState::kMountingWorkspace,
-    SandboxState::kStarting,   SandboxState::kRunning,        SandboxState::kPaused,
-    SandboxState::kCollectingArtifacts, SandboxState::kCleaning};
+const std::vector<SandboxState> kLiveStates = {SandboxState::kAllocating,
+                                               SandboxState::kPreparingImage,
+                                               SandboxState::kMountingWorkspace,
+                                               SandboxState::kStarting,
+                                               SandboxState::kRunning,
+                                               SandboxState::kPaused,
+                                               SandboxState::kCollectingArtifacts,
+                                               SandboxState::kCleaning};
 
 bool BeforeRunning(SandboxState s) {
   return s == SandboxState::kAllocating || s == SandboxState::kPreparingImage ||
@@ -89,14 +93,15 @@ absl::Status RunTool(const std::vector<std::string>& argv, std::string* output,
   auto deadline = std::chrono::steady_clock::now() + timeout;
   char buf[4096];
   for (;;) {
-    auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto left =
+        std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
     struct pollfd p = {r.get(), POLLIN, 0};
     int n = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(0, left.count())));
     if (n == 0) {
       ::kill(pid, SIGKILL);
       ::waitpid(pid, nullptr, 0);
-      return absl::DeadlineExceededError(fmt::format("{} took longer than {} s", argv[0],
-                                                     timeout.count()));
+      return absl::DeadlineExceededError(
+          fmt::format("{} took longer than {} s", argv[0], timeout.count()));
     }
     ssize_t got = ::read(r.get(), buf, sizeof(buf));
     if (got < 0 && errno == EINTR) continue;
@@ -116,7 +121,8 @@ absl::Status RunTool(const std::vector<std::string>& argv, std::string* output,
 // Whether `pid` is still the shim serving `socket` (its command line names the socket).
 bool IsOurShim(int64_t pid, const std::string& socket) {
   if (pid <= 0) return false;
-  absl::StatusOr<std::string> cmdline = airlock::ReadFile(fmt::format("/proc/{}/cmdline", pid), 1 << 16);
+  absl::StatusOr<std::string> cmdline =
+      airlock::ReadFile(fmt::format("/proc/{}/cmdline", pid), 1 << 16);
   if (!cmdline.ok()) return false;
   std::string flat = *cmdline;
   std::replace(flat.begin(), flat.end(), '\0', ' ');
@@ -135,9 +141,9 @@ SandboxManager::SandboxManager(ManagerOptions options, store::Store* store, stor
       images_(images) {
   if (options_.cgroup_base.empty()) options_.cgroup_base = "airlock/" + options_.node.value();
   if (metrics_ != nullptr) {
-    exec_latency_ = &metrics_->AddHistogram("airlock_exec_seconds",
-                                            "Time from an exec request to its result.",
-                                            http::Metrics::LatencyBuckets());
+    exec_latency_ =
+        &metrics_->AddHistogram("airlock_exec_seconds", "Time from an exec request to its result.",
+                                http::Metrics::LatencyBuckets());
     reaper_actions_ = &metrics_->AddCounter("airlock_reaper_actions_total",
                                             "What the reaper did, by action.", {"action"});
   }
@@ -150,14 +156,11 @@ std::string SandboxManager::StateDir(const SandboxId& id) const {
 }
 
 shim::ShimClient SandboxManager::ClientFor(const store::SandboxRecord& record) const {
-  return shim::ShimClient(record.runtime.shim_socket.empty()
-                              ? StateDir(record.id) + "/shim.sock"
-                              : record.runtime.shim_socket);
+  return shim::ShimClient(record.runtime.shim_socket.empty() ? StateDir(record.id) + "/shim.sock"
+                                                             : record.runtime.shim_socket);
 }
 
-void SandboxManager::NoteActivity(const SandboxId& id) {
-  (void)store_->Touch(id, absl::Now());
-}
+void SandboxManager::NoteActivity(const SandboxId& id) { (void)store_->Touch(id, absl::Now()); }
 
 absl::StatusOr<store::SandboxRecord> SandboxManager::Owned(const Caller& caller,
                                                            const SandboxId& id) {
@@ -177,15 +180,17 @@ absl::StatusOr<store::SandboxRecord> SandboxManager::OwnedRunning(const Caller& 
     return FailedPrecondition(fmt::format("sandbox {} is Paused; resume it first", id.value()));
   }
   if (r.state != SandboxState::kRunning) {
-    return FailedPrecondition(fmt::format("sandbox {} is {}, not Running", id.value(),
-                                          store::ToString(r.state)));
+    return FailedPrecondition(
+        fmt::format("sandbox {} is {}, not Running", id.value(), store::ToString(r.state)));
   }
   return r;
 }
 
-absl::StatusOr<store::SandboxRecord> SandboxManager::Transition(
-    const SandboxId& id, std::vector<SandboxState> from, SandboxState to, std::string actor,
-    std::string reason, std::optional<std::string> error) {
+absl::StatusOr<store::SandboxRecord> SandboxManager::Transition(const SandboxId& id,
+                                                                std::vector<SandboxState> from,
+                                                                SandboxState to, std::string actor,
+                                                                std::string reason,
+                                                                std::optional<std::string> error) {
   store::TransitionRequest t;
   t.id = id;
   t.from = std::move(from);
@@ -266,8 +271,8 @@ absl::StatusOr<store::CreateResult> SandboxManager::Create(const Caller& caller,
     q.limit = 1000;
     ASSIGN_OR_RETURN(store::SandboxPage live, store_->ListSandboxes(q));
     if (static_cast<int>(live.sandboxes.size()) >= options_.max_sandboxes) {
-      return ResourceExhausted(fmt::format("this node runs its maximum of {} sandboxes",
-                                           options_.max_sandboxes));
+      return ResourceExhausted(
+          fmt::format("this node runs its maximum of {} sandboxes", options_.max_sandboxes));
     }
   }
   store::NewSandbox n;
@@ -293,8 +298,8 @@ absl::StatusOr<store::CreateResult> SandboxManager::Create(const Caller& caller,
   }
   absl::Status started = Start(created.sandbox, s, request, caller.actor);
   if (!started.ok()) {
-    Log().Warn("sandbox failed to start", {{"sandbox", created.sandbox.id.value()},
-                                           {"error", std::string(Message(started))}});
+    Log().Warn("sandbox failed to start",
+               {{"sandbox", created.sandbox.id.value()}, {"error", std::string(Message(started))}});
     absl::StatusOr<store::SandboxRecord> now = store_->GetSandbox(created.sandbox.id);
     if (now.ok() && !store::IsTerminal(now->state)) {
       (void)Transition(created.sandbox.id, {now->state}, SandboxState::kFailed, "daemon",
@@ -321,8 +326,8 @@ absl::Status SandboxManager::Start(const store::SandboxRecord& record,
                              s.image.empty() ? "no image: the host layout" : "image " + s.image)
                       .status());
   if (request.workspace) RETURN_IF_ERROR(PrepareWorkspace(id, *request.workspace, &s), "workspace");
-  RETURN_IF_ERROR(Transition(id, {SandboxState::kMountingWorkspace}, SandboxState::kStarting,
-                             actor, "workspace ready")
+  RETURN_IF_ERROR(Transition(id, {SandboxState::kMountingWorkspace}, SandboxState::kStarting, actor,
+                             "workspace ready")
                       .status());
   ASSIGN_OR_RETURN(json hello, LaunchShim(id, s));
   store::RuntimeInfo rt;
@@ -342,24 +347,25 @@ absl::Status SandboxManager::PrepareWorkspace(const SandboxId& id, const Workspa
   auto timeout = std::chrono::seconds(absl::ToInt64Seconds(options_.timeout_mounting_workspace));
   // A fresh clone at the pinned commit: never the caller's own checkout, no hooks, no checkout
   // until the commit is pinned.
-  RETURN_IF_ERROR(RunTool({"git", "-c", "core.hooksPath=/dev/null", "-c", "protocol.file.allow=always",
-                           "clone", "--quiet", "--no-checkout", "--no-hardlinks", "--",
-                           source.repo, dir},
-                          &out, timeout),
-                  "git clone");
+  RETURN_IF_ERROR(
+      RunTool({"git", "-c", "core.hooksPath=/dev/null", "-c", "protocol.file.allow=always", "clone",
+               "--quiet", "--no-checkout", "--no-hardlinks", "--", source.repo, dir},
+              &out, timeout),
+      "git clone");
   out.clear();
   RETURN_IF_ERROR(RunTool({"git", "-C", dir, "-c", "core.hooksPath=/dev/null", "checkout",
                            "--quiet", "--detach", source.commit},
                           &out, timeout),
                   fmt::format("git checkout {}", source.commit));
   out.clear();
-  RETURN_IF_ERROR(RunTool({"git", "-C", dir, "config", "core.hooksPath", "/dev/null"}, &out,
-                          timeout));
+  RETURN_IF_ERROR(
+      RunTool({"git", "-C", dir, "config", "core.hooksPath", "/dev/null"}, &out, timeout));
   out.clear();
   RETURN_IF_ERROR(RunTool({"git", "-C", dir, "rev-parse", "HEAD"}, &out, timeout));
   std::string commit = out.substr(0, out.find('\n'));
   RETURN_IF_ERROR(WriteFileAtomic(StateDir(id) + "/workspace.json",
-                                  json{{"repo", source.repo}, {"base_commit", commit}}.dump(), 0600));
+                                  json{{"repo", source.repo}, {"base_commit", commit}}.dump(),
+                                  0600));
   store::AuditEvent e;
   e.sandbox = id;
   e.actor = "daemon";
@@ -401,8 +407,8 @@ absl::StatusOr<json> SandboxManager::LaunchShim(const SandboxId& id, const spec:
   posix_spawn_file_actions_adddup2(&fa, 1, 2);
   posix_spawn_file_actions_adddup2(&fa, ready_w.get(), 3);
   posix_spawn_file_actions_addclosefrom_np(&fa, 4);
-  std::vector<std::string> args = {options_.shim_bin, "--options", options_path, "--socket",
-                                   socket, "--ready-fd", "3", "--detach"};
+  std::vector<std::string> args = {options_.shim_bin, "--options", options_path, "--socket", socket,
+                                   "--ready-fd",      "3",         "--detach"};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -416,7 +422,8 @@ absl::StatusOr<json> SandboxManager::LaunchShim(const SandboxId& id, const spec:
   std::string line;
   auto deadline = std::chrono::steady_clock::now() + Ms(options_.timeout_starting);
   for (;;) {
-    auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto left =
+        std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       return absl::DeadlineExceededError("the sandbox did not start within the Starting timeout");
     }
@@ -449,9 +456,11 @@ absl::StatusOr<store::SandboxPage> SandboxManager::List(const Caller& caller,
   return store_->ListSandboxes(query);
 }
 
-absl::StatusOr<store::CommandRecord> SandboxManager::RunCommand(
-    const Caller& caller, const store::SandboxRecord& record, const ExecRequest& request,
-    bool background, const FrameSink& sink) {
+absl::StatusOr<store::CommandRecord> SandboxManager::RunCommand(const Caller& caller,
+                                                                const store::SandboxRecord& record,
+                                                                const ExecRequest& request,
+                                                                bool background,
+                                                                const FrameSink& sink) {
   auto t0 = std::chrono::steady_clock::now();
   store::CommandRecord cmd;
   cmd.id = CommandId::New();
@@ -481,9 +490,12 @@ absl::StatusOr<store::CommandRecord> SandboxManager::RunCommand(
   if (!request.command.env.empty()) command["env"] = request.command.env;
   if (request.command.timeout) command["timeout_ms"] = request.command.timeout->count();
   if (!request.command.stdin_data.empty()) command["stdin"] = request.command.stdin_data;
-  json req = {{"op", "exec"},          {"command", command},
-              {"command_id", cmd.id.value()}, {"secrets", request.secrets},
-              {"background", background},     {"stream", sink != nullptr},
+  json req = {{"op", "exec"},
+              {"command", command},
+              {"command_id", cmd.id.value()},
+              {"secrets", request.secrets},
+              {"background", background},
+              {"stream", sink != nullptr},
               {"keep_background", request.keep_background}};
   shim::ShimClient client = ClientFor(record);
   if (background) {
@@ -584,8 +596,8 @@ absl::StatusOr<store::CommandRecord> SandboxManager::GetCommand(const Caller& ca
   }
   if (c->state != store::CommandState::kRunning || store::IsTerminal(record.state)) return c;
   // A background command: its result arrives in the shim first.
-  absl::StatusOr<json> state =
-      ClientFor(record).Call({{"op", "command"}, {"command_id", command.value()}}, milliseconds(10000));
+  absl::StatusOr<json> state = ClientFor(record).Call(
+      {{"op", "command"}, {"command_id", command.value()}}, milliseconds(10000));
   if (state.ok() && state->value("state", "") == "finished" && state->contains("result")) {
     return RecordEnd(command, store::CommandState::kFinished, (*state)["result"]);
   }
@@ -668,9 +680,9 @@ absl::StatusOr<json> SandboxManager::StatFile(const Caller& caller, const Sandbo
                                               const std::string& path) {
   ASSIGN_OR_RETURN(store::SandboxRecord record, OwnedRunning(caller, id));
   ASSIGN_OR_RETURN(std::string p, SandboxPath(path));
-  ASSIGN_OR_RETURN(json r, ClientFor(record).Call(
-                               {{"op", "files"}, {"file_op", "stat"}, {"path", p}},
-                               milliseconds(60000)));
+  ASSIGN_OR_RETURN(json r,
+                   ClientFor(record).Call({{"op", "files"}, {"file_op", "stat"}, {"path", p}},
+                                          milliseconds(60000)));
   NoteActivity(id);
   return r["file"];
 }
@@ -679,9 +691,9 @@ absl::StatusOr<json> SandboxManager::ListFiles(const Caller& caller, const Sandb
                                                const std::string& path) {
   ASSIGN_OR_RETURN(store::SandboxRecord record, OwnedRunning(caller, id));
   ASSIGN_OR_RETURN(std::string p, SandboxPath(path));
-  ASSIGN_OR_RETURN(json r, ClientFor(record).Call(
-                               {{"op", "files"}, {"file_op", "list"}, {"path", p}},
-                               milliseconds(60000)));
+  ASSIGN_OR_RETURN(json r,
+                   ClientFor(record).Call({{"op", "files"}, {"file_op", "list"}, {"path", p}},
+                                          milliseconds(60000)));
   NoteActivity(id);
   return r["entries"];
 }
@@ -719,12 +731,13 @@ absl::StatusOr<std::unique_ptr<SandboxManager::FileWriter>> SandboxManager::Begi
   w->id_ = id;
   w->actor_ = caller.actor;
   w->path_ = p;
-  ASSIGN_OR_RETURN(w->upload_, ClientFor(record).BeginUpload({{"op", "files"},
-                                                              {"file_op", "write"},
-                                                              {"path", p},
-                                                              {"mode", mode},
-                                                              {"parents", parents},
-                                                              {"max_bytes", options_.max_file_bytes}}));
+  ASSIGN_OR_RETURN(w->upload_,
+                   ClientFor(record).BeginUpload({{"op", "files"},
+                                                  {"file_op", "write"},
+                                                  {"path", p},
+                                                  {"mode", mode},
+                                                  {"parents", parents},
+                                                  {"max_bytes", options_.max_file_bytes}}));
   return w;
 }
 
@@ -750,15 +763,15 @@ absl::StatusOr<json> SandboxManager::ReadFile(const Caller& caller, const Sandbo
                                               const std::function<bool(std::string_view)>& sink) {
   ASSIGN_OR_RETURN(store::SandboxRecord record, OwnedRunning(caller, id));
   ASSIGN_OR_RETURN(std::string p, SandboxPath(path));
-  ASSIGN_OR_RETURN(
-      json r, ClientFor(record).Stream({{"op", "files"},
-                                        {"file_op", "read"},
-                                        {"path", p},
-                                        {"max_bytes", options_.max_file_bytes}},
-                                       [&](shim::Frame type, std::string_view payload) {
-                                         return type != shim::Frame::kData || sink(payload);
-                                       },
-                                       milliseconds(300000)));
+  ASSIGN_OR_RETURN(json r, ClientFor(record).Stream(
+                               {{"op", "files"},
+                                {"file_op", "read"},
+                                {"path", p},
+                                {"max_bytes", options_.max_file_bytes}},
+                               [&](shim::Frame type, std::string_view payload) {
+                                 return type != shim::Frame::kData || sink(payload);
+                               },
+                               milliseconds(300000)));
   NoteActivity(id);
   return r["file"];
 }
@@ -777,8 +790,8 @@ absl::StatusOr<store::SandboxRecord> SandboxManager::Resume(const Caller& caller
                                                             const SandboxId& id) {
   ASSIGN_OR_RETURN(store::SandboxRecord record, Owned(caller, id));
   if (record.state != SandboxState::kPaused) {
-    return FailedPrecondition(fmt::format("sandbox {} is {}, not Paused", id.value(),
-                                          store::ToString(record.state)));
+    return FailedPrecondition(
+        fmt::format("sandbox {} is {}, not Paused", id.value(), store::ToString(record.state)));
   }
   RETURN_IF_ERROR(ClientFor(record).Call({{"op", "resume"}}, milliseconds(30000)).status(),
                   "resume");
@@ -794,8 +807,9 @@ absl::StatusOr<store::SandboxRecord> SandboxManager::ExtendTtl(const Caller& cal
   absl::Time until = absl::Now() + ttl;
   absl::Time cap = record.created_at + options_.max_ttl;
   if (until > cap) {
-    return InvalidArgument(fmt::format("ttl_seconds: a sandbox lives at most {} s from its creation",
-                                       absl::ToInt64Seconds(options_.max_ttl)));
+    return InvalidArgument(
+        fmt::format("ttl_seconds: a sandbox lives at most {} s from its creation",
+                    absl::ToInt64Seconds(options_.max_ttl)));
   }
   return store_->ExtendTtl(id, until, caller.actor);
 }
@@ -805,9 +819,10 @@ absl::StatusOr<store::SandboxRecord> SandboxManager::UpdateNetwork(const Caller&
                                                                    const json& network,
                                                                    bool may_loosen) {
   ASSIGN_OR_RETURN(store::SandboxRecord record, OwnedRunning(caller, id));
-  ASSIGN_OR_RETURN(json r, ClientFor(record).Call(
-                               {{"op", "network"}, {"network", network}, {"may_loosen", may_loosen}},
-                               milliseconds(30000)));
+  ASSIGN_OR_RETURN(
+      json r,
+      ClientFor(record).Call({{"op", "network"}, {"network", network}, {"may_loosen", may_loosen}},
+                             milliseconds(30000)));
   store::AuditEvent e;
   e.sandbox = id;
   e.actor = caller.actor;
@@ -875,15 +890,16 @@ absl::StatusOr<store::SandboxRecord> SandboxManager::Teardown(const store::Sandb
                {{"sandbox", id.value()}, {"error", std::string(Message(cleaned))}});
     return store_->GetSandbox(id);
   }
-  return Transition(id, {SandboxState::kCleaning}, ran ? SandboxState::kGone : SandboxState::kFailed,
-                    actor, ran ? "removed" : "removed after a failed start");
+  return Transition(id, {SandboxState::kCleaning},
+                    ran ? SandboxState::kGone : SandboxState::kFailed, actor,
+                    ran ? "removed" : "removed after a failed start");
 }
 
 absl::Status SandboxManager::RemoveLeftovers(const store::SandboxRecord& record) {
   const SandboxId& id = record.id;
   absl::Status status;
-  std::string socket = record.runtime.shim_socket.empty() ? StateDir(id) + "/shim.sock"
-                                                          : record.runtime.shim_socket;
+  std::string socket =
+      record.runtime.shim_socket.empty() ? StateDir(id) + "/shim.sock" : record.runtime.shim_socket;
   shim::ShimClient client(socket);
   absl::StatusOr<json> destroyed = client.Call({{"op", "destroy"}}, Ms(options_.timeout_cleaning));
   // A shim that did not answer is killed (its sandbox dies with it); the cgroup removal below
@@ -954,8 +970,9 @@ void SandboxManager::Adopt(const store::SandboxRecord& record, bool after_restar
       if (st.ok() && st->value("state", "") == "finished" && st->contains("result")) {
         (void)store_->FinishCommand(c.id, store::CommandState::kFinished, (*st)["result"]);
       } else if (!st.ok() || st->value("state", "") == "failed") {
-        (void)store_->FinishCommand(c.id, store::CommandState::kKilled,
-                                    {{"error", st.ok() ? st->value("error", "") : "unknown to the shim"}});
+        (void)store_->FinishCommand(
+            c.id, store::CommandState::kKilled,
+            {{"error", st.ok() ? st->value("error", "") : "unknown to the shim"}});
       }
     }
   }
@@ -992,17 +1009,17 @@ void SandboxManager::Reconcile() {
       case SandboxState::kPreparingImage:
       case SandboxState::kMountingWorkspace:
       case SandboxState::kStarting: {
-        absl::Duration limit = r.state == SandboxState::kPreparingImage ? options_.timeout_preparing_image
-                               : r.state == SandboxState::kMountingWorkspace
-                                   ? options_.timeout_mounting_workspace
-                                   : options_.timeout_starting;
+        absl::Duration limit =
+            r.state == SandboxState::kPreparingImage      ? options_.timeout_preparing_image
+            : r.state == SandboxState::kMountingWorkspace ? options_.timeout_mounting_workspace
+                                                          : options_.timeout_starting;
         // After a restart no thread of ours is still creating it; otherwise only a stuck one.
         if (after_restart || age > limit) {
           if (reaper_actions_ != nullptr) reaper_actions_->Inc({"fail_stuck"});
-          (void)Transition(r.id, {r.state}, SandboxState::kFailed, "reaper",
-                           after_restart ? "creation interrupted by a daemon restart"
-                                         : "setup state timed out",
-                           std::string("setup did not finish"));
+          (void)Transition(
+              r.id, {r.state}, SandboxState::kFailed, "reaper",
+              after_restart ? "creation interrupted by a daemon restart" : "setup state timed out",
+              std::string("setup did not finish"));
           (void)RemoveLeftovers(r);
         }
         break;
@@ -1050,7 +1067,8 @@ void SandboxManager::ExpireIdle() {
     if (!busy && (r.state == SandboxState::kRunning)) {
       absl::StatusOr<json> stats = ClientFor(r).Call({{"op", "stats"}}, milliseconds(5000));
       if (stats.ok()) {
-        int64_t cpu = stats->value("cpu_user_us", int64_t{0}) + stats->value("cpu_system_us", int64_t{0});
+        int64_t cpu =
+            stats->value("cpu_user_us", int64_t{0}) + stats->value("cpu_system_us", int64_t{0});
         std::lock_guard lock(mu_);
         auto it = last_cpu_us_.find(r.id);
         bool used_cpu = it != last_cpu_us_.end() && cpu - it->second > 10'000;
@@ -1102,10 +1120,11 @@ void SandboxManager::RemoveOrphans() {
   for (const std::string& name : names) {
     if (!dead(name)) continue;
     std::string dir = StateDir(SandboxId(name));
-    bool leftovers = ::access((dir + "/shim.sock").c_str(), F_OK) == 0 ||
-                     ::access((dir + "/workspace").c_str(), F_OK) == 0 ||
-                     ::access(fmt::format("{}/run/{}", options_.data_dir, name).c_str(), F_OK) == 0 ||
-                     (driver && driver->Open(name).ok());
+    bool leftovers =
+        ::access((dir + "/shim.sock").c_str(), F_OK) == 0 ||
+        ::access((dir + "/workspace").c_str(), F_OK) == 0 ||
+        ::access(fmt::format("{}/run/{}", options_.data_dir, name).c_str(), F_OK) == 0 ||
+        (driver && driver->Open(name).ok());
     if (!leftovers) continue;
     store::SandboxRecord r;
     r.id = SandboxId(name);
