@@ -724,17 +724,7 @@ class Daemon::Impl {
       q->Push(r.ok() ? Sse("result", *r) : Sse("error", http::ErrorBody(r.status(), request_id)));
       q->Close();
     });
-    if (!co_await ex.BeginStream(200, "text/event-stream")) {
-      q->Abandon();
-      co_return;
-    }
-    while (std::optional<std::string> item = co_await q->Pop()) {
-      if (!co_await ex.Write(*item)) {
-        q->Abandon();
-        co_return;
-      }
-    }
-    co_await ex.EndStream();
+    co_await http::StreamResponse(ex, 200, "text/event-stream", q);
   }
 
   asio::awaitable<void> Download(Exchange& ex) {
@@ -761,17 +751,7 @@ class Daemon::Impl {
     });
     std::vector<std::pair<std::string, std::string>> headers = {
         {"X-File-Size", std::to_string(info->value("size", 0))}};
-    if (!co_await ex.BeginStream(200, "application/octet-stream", std::move(headers))) {
-      q->Abandon();
-      co_return;
-    }
-    while (std::optional<std::string> chunk = co_await q->Pop()) {
-      if (!co_await ex.Write(*chunk)) {
-        q->Abandon();
-        co_return;
-      }
-    }
-    co_await ex.EndStream();
+    co_await http::StreamResponse(ex, 200, "application/octet-stream", q, std::move(headers));
   }
 
   asio::awaitable<void> Upload(Exchange& ex) {

@@ -267,17 +267,7 @@ asio::awaitable<void> ImagesApi::Import(Exchange& ex) {
     }
     q->Close();
   });
-  if (!co_await ex.BeginStream(200, "text/event-stream")) {
-    q->Abandon();
-    co_return;
-  }
-  while (std::optional<std::string> item = co_await q->Pop()) {
-    if (!co_await ex.Write(*item)) {
-      q->Abandon();
-      co_return;
-    }
-  }
-  co_await ex.EndStream();
+  co_await http::StreamResponse(ex, 200, "text/event-stream", q);
 }
 
 asio::awaitable<void> ImagesApi::List(Exchange& ex) {

@@ -629,6 +629,22 @@ asio::awaitable<void> Exchange::EndStream() {
   co_await conn_->WriteLastChunk();
 }
 
+asio::awaitable<void> StreamResponse(Exchange& ex, int status, std::string_view content_type,
+                                     std::shared_ptr<StreamQueue<std::string>> queue,
+                                     std::vector<std::pair<std::string, std::string>> headers) {
+  if (!co_await ex.BeginStream(status, content_type, std::move(headers))) {
+    queue->Abandon();
+    co_return;
+  }
+  while (std::optional<std::string> item = co_await queue->Pop()) {
+    if (!co_await ex.Write(*item)) {
+      queue->Abandon();
+      co_return;
+    }
+  }
+  co_await ex.EndStream();
+}
+
 asio::awaitable<absl::StatusOr<std::string>> Exchange::ReadBodyChunk() {
   co_return co_await conn_->ReadBodyChunk();
 }

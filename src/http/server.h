@@ -36,6 +36,7 @@
 #include "boost/asio/use_awaitable.hpp"
 #include "boost/beast/http/fields.hpp"
 #include "boost/beast/http/verb.hpp"
+#include "http/stream_queue.h"
 #include "nlohmann/json.hpp"
 
 namespace airlock::http {
@@ -169,6 +170,12 @@ class Server {
   explicit Server(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// Answers with a chunked response of what `queue` yields until it closes. When the client goes
+// away (or never gets the head), abandons the queue so its producer stops.
+asio::awaitable<void> StreamResponse(Exchange& ex, int status, std::string_view content_type,
+                                     std::shared_ptr<StreamQueue<std::string>> queue,
+                                     std::vector<std::pair<std::string, std::string>> headers = {});
 
 // Runs `f` on `executor` (a thread pool) and resumes the calling coroutine, on its own
 // executor, with f's result. `f` must not throw. Callers in a coroutine: see the note on
