@@ -73,17 +73,21 @@ class ClientTest : public ::testing::Test {
   }
 
   // A busybox image (layers as in tests/images) written as an OCI layout tarball.
-  std::string BusyboxImage(const std::string& marker) {
+  // `customize` may add files and set the image's config.
+  std::string BusyboxImage(
+      const std::string& marker,
+      const std::function<void(it::Image&, std::vector<it::Entry>&)>& customize = nullptr) {
     auto busybox = ReadFile("/bin/busybox", 8 << 20);
     EXPECT_TRUE(busybox.ok()) << "install busybox-static (scripts/install-deps)";
     std::vector<it::Entry> files = {it::Dir("bin"), it::File("bin/busybox", *busybox, 0755),
                                     it::Dir("etc"), it::File("etc/marker", marker)};
-    for (const char* applet : {"sh", "cat", "echo", "sleep"}) {
+    for (const char* applet : {"sh", "cat", "echo", "sleep", "id"}) {
       files.push_back(it::Symlink(fmt::format("bin/{}", applet), "busybox"));
     }
     it::Image img;
-    img.layers.push_back({it::Tar(files), it::Compression::kGzip});
     img.env = {"PATH=/bin"};
+    if (customize) customize(img, files);
+    img.layers.push_back({it::Tar(files), it::Compression::kGzip});
     std::string path = dir_ + "/busybox-" + marker + ".oci.tar";
     it::WriteArchive(path, it::OciLayout(img).files);
     return path;
@@ -289,6 +293,55 @@ TEST_F(ClientTest, ImagesImportListRunAndRemove) {
   EXPECT_EQ(client_->GetImage(img.digest).status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(client_->CreateSandbox({.spec = {{"image", "team/busybox:1"}}}).status().code(),
             absl::StatusCode::kNotFound);
+}
+
+// The image's Env, WorkingDir and User apply to its sandboxes' commands, under the spec: what
+// the spec sets wins, and a user named by the image is looked up in the image's own etc/passwd.
+TEST_F(ClientTest, TheImageConfigAppliesUnderTheSpec) {
+  std::string tarball = BusyboxImage("config", [](it::Image& img, std::vector<it::Entry>& files) {
+    img.env = {"PATH=/bin", "FROM_IMAGE=yes", "SHARED=image"};
+    img.working_dir = "/app";
+    img.user = "app";
+    files.push_back(it::Dir("app"));
+    files.push_back(it::File("etc/passwd", "app:x:1500:1600::/app:/bin/sh\n"));
+  });
+  ASSERT_TRUE(client_->ImportImage(tarball, {"team/configured:1"}).ok());
+  const std::vector<std::string> probe = {"sh", "-c",
+                                          "echo $FROM_IMAGE $SHARED; pwd; id -u; id -g"};
+
+  absl::StatusOr<Sandbox> sb = client_->CreateSandbox(
+      {.spec = {{"image", "team/configured:1"}, {"env", {{"SHARED", "spec"}}}}});
+  ASSERT_TRUE(sb.ok()) << sb.status();
+  EXPECT_EQ(sb->spec["workdir"], "/app") << "the effective spec shows what applies";
+  absl::StatusOr<CommandResult> r = client_->Exec(sb->id, {.argv = probe});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->stdout_preview, "yes spec\n/app\n1500\n1600\n") << r->stderr_preview;
+  ASSERT_TRUE(client_->DestroySandbox(sb->id).ok());
+
+  sb = client_->CreateSandbox({.spec = {{"image", "team/configured:1"},
+                                        {"workdir", "/sandbox/workspace"},
+                                        {"user", {{"uid", 3000}, {"gid", 3001}}}}});
+  ASSERT_TRUE(sb.ok()) << sb.status();
+  r = client_->Exec(sb->id, {.argv = probe});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->stdout_preview, "yes image\n/sandbox/workspace\n3000\n3001\n") << r->stderr_preview;
+  ASSERT_TRUE(client_->DestroySandbox(sb->id).ok());
+
+  // An image naming a user it does not have cannot start: a clear error, and nothing created.
+  tarball =
+      BusyboxImage("ghost", [](it::Image& img, std::vector<it::Entry>&) { img.user = "ghost"; });
+  ASSERT_TRUE(client_->ImportImage(tarball, {"team/ghost:1"}).ok());
+  absl::StatusOr<Sandbox> ghost = client_->CreateSandbox({.spec = {{"image", "team/ghost:1"}}});
+  ASSERT_FALSE(ghost.ok());
+  EXPECT_EQ(ghost.status().code(), absl::StatusCode::kInvalidArgument) << ghost.status();
+  EXPECT_NE(ghost.status().message().find("image config User \"ghost\": a user name, and the "
+                                          "image has no readable etc/passwd"),
+            std::string::npos)
+      << ghost.status();
+  absl::StatusOr<SandboxList> listed = client_->ListSandboxes();
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_EQ(listed->sandboxes.size(), 2u) << "the refused create left no record";
+  for (const Sandbox& s : listed->sandboxes) EXPECT_EQ(s.state, "Gone") << s.id;
 }
 
 TEST_F(ClientTest, ImportRefusesGarbageAndBadTags) {

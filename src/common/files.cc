@@ -2,37 +2,62 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
 
-#include "fmt/format.h"
 #include "common/ids.h"
 #include "common/status.h"
 #include "common/unique_fd.h"
+#include "fmt/format.h"
 
 namespace airlock {
 
-absl::StatusOr<std::string> ReadFile(const std::string& path, size_t max_bytes) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return ErrnoStatus(errno, fmt::format("open {}", path));
+namespace {
+
+absl::StatusOr<std::string> ReadAll(int fd, const std::string& shown, size_t max_bytes) {
   std::string out;
   char buf[65536];
   for (;;) {
-    ssize_t n = ::read(fd.get(), buf, sizeof(buf));
+    ssize_t n = ::read(fd, buf, sizeof(buf));
     if (n < 0) {
       if (errno == EINTR) continue;
-      return ErrnoStatus(errno, fmt::format("read {}", path));
+      return ErrnoStatus(errno, fmt::format("read {}", shown));
     }
     if (n == 0) break;
     if (out.size() + static_cast<size_t>(n) > max_bytes) {
-      return ResourceExhausted(
-          fmt::format("read {}: larger than {} bytes", path, max_bytes));
+      return ResourceExhausted(fmt::format("read {}: larger than {} bytes", shown, max_bytes));
     }
     out.append(buf, static_cast<size_t>(n));
   }
   return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ReadFile(const std::string& path, size_t max_bytes) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return ErrnoStatus(errno, fmt::format("open {}", path));
+  return ReadAll(fd.get(), path, max_bytes);
+}
+
+absl::StatusOr<std::string> ReadFileInRoot(const std::string& root, const std::string& path,
+                                           size_t max_bytes) {
+  const std::string shown = fmt::format("{} in {}", path, root);
+  UniqueFd dir(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!dir) return ErrnoStatus(errno, fmt::format("open {}", root));
+  struct open_how how = {};
+  how.flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;  // a fifo must not block the open
+  how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+  UniqueFd fd(static_cast<int>(::syscall(SYS_openat2, dir.get(), path.c_str(), &how, sizeof(how))));
+  if (!fd) return ErrnoStatus(errno, fmt::format("open {}", shown));
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return ErrnoStatus(errno, fmt::format("stat {}", shown));
+  if (!S_ISREG(st.st_mode)) return FailedPrecondition(fmt::format("{}: not a regular file", shown));
+  return ReadAll(fd.get(), shown, max_bytes);
 }
 
 absl::Status WriteAll(int fd, std::string_view data) {

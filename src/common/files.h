@@ -14,6 +14,13 @@ namespace airlock {
 // (ResourceExhausted when the file is larger).
 absl::StatusOr<std::string> ReadFile(const std::string& path, size_t max_bytes = 64 << 20);
 
+// Reads the file `path` of the root file system at `root` as a process chrooted there would:
+// every symlink, absolute ones included, resolves inside `root` (openat2 RESOLVE_IN_ROOT), so an
+// image's etc/passwd -> /etc/shadow reads the image's file, never the host's. FailedPrecondition
+// when it is not a regular file (a fifo is never read); errno-based errors otherwise.
+absl::StatusOr<std::string> ReadFileInRoot(const std::string& root, const std::string& path,
+                                           size_t max_bytes = 1 << 20);
+
 // Writes `data` to `path` via a temporary file in the same directory and rename(2), with `mode`.
 absl::Status WriteFileAtomic(const std::string& path, std::string_view data, int mode = 0644);
 

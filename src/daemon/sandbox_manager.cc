@@ -18,6 +18,7 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "common/unique_fd.h"
+#include "daemon/image_config.h"
 #include "engine/cgroup.h"
 #include "fmt/format.h"
 #include "shim/shim.h"
@@ -201,8 +202,10 @@ absl::StatusOr<store::SandboxRecord> SandboxManager::Transition(const SandboxId&
   return store_->Transition(t);
 }
 
-absl::StatusOr<spec::SandboxSpec> SandboxManager::ResolveSpec(const CreateRequest& request) {
-  json doc = request.spec.is_object() ? request.spec : json::object();
+absl::StatusOr<spec::SandboxSpec> SandboxManager::ResolveSpec(const CreateRequest& request,
+                                                              json* doc_out) {
+  json& doc = *doc_out;
+  doc = request.spec.is_object() ? request.spec : json::object();
   if (!request.template_name.empty()) {
     if (!doc.empty()) return InvalidArgument("give either spec or template, not both");
     const std::string& name = request.template_name;
@@ -246,16 +249,22 @@ absl::StatusOr<spec::SandboxSpec> SandboxManager::ResolveSpec(const CreateReques
 
 absl::StatusOr<store::CreateResult> SandboxManager::Create(const Caller& caller,
                                                            const CreateRequest& request) {
-  ASSIGN_OR_RETURN(spec::SandboxSpec s, ResolveSpec(request));
+  json doc;
+  ASSIGN_OR_RETURN(spec::SandboxSpec s, ResolveSpec(request, &doc));
   // A tag resolves here, once: the run stores the digest, and the lease keeps the image until
-  // the sandbox's record (which names the digest) holds it instead.
+  // the sandbox's record (which names the digest) holds it instead. The image's Env, WorkingDir
+  // and User fill what the spec left out, and the result is parsed (and validated) again.
   image::ImageLease lease;
   if (!s.image.empty()) {
     if (images_ == nullptr) return FailedPrecondition("spec.image: this node has no image store");
-    ASSIGN_OR_RETURN(image::Digest digest, images_->Resolve(s.image),
-                     fmt::format("spec.image {}", s.image));
-    ASSIGN_OR_RETURN(lease, images_->Acquire(digest), fmt::format("spec.image {}", s.image));
-    s.image = digest.str();
+    const std::string shown = fmt::format("spec.image {}", s.image);
+    ASSIGN_OR_RETURN(image::Digest digest, images_->Resolve(s.image), shown);
+    ASSIGN_OR_RETURN(lease, images_->Acquire(digest), shown);
+    ASSIGN_OR_RETURN(image::ImageInfo info, images_->Get(digest), shown);
+    RETURN_IF_ERROR(ApplyImageConfig(info.config, images_->RootfsPath(digest), &doc), shown);
+    doc["image"] = digest.str();
+    ASSIGN_OR_RETURN(s, spec::ParseSpecJson(doc, {}),
+                     fmt::format("spec with the config of image {}", digest.str()));
   }
   absl::Duration ttl = request.ttl.value_or(options_.default_ttl);
   if (ttl <= absl::ZeroDuration() || ttl > options_.max_ttl) {

@@ -208,7 +208,9 @@ class SandboxManager {
 
   absl::StatusOr<store::SandboxRecord> Owned(const Caller& caller, const SandboxId& id);
   absl::StatusOr<store::SandboxRecord> OwnedRunning(const Caller& caller, const SandboxId& id);
-  absl::StatusOr<spec::SandboxSpec> ResolveSpec(const CreateRequest& request);
+  // The spec of a create request (its spec or template), parsed; *doc gets the document it was
+  // parsed from.
+  absl::StatusOr<spec::SandboxSpec> ResolveSpec(const CreateRequest& request, nlohmann::json* doc);
   absl::Status Start(const store::SandboxRecord& record, const spec::SandboxSpec& spec,
                      const CreateRequest& request, const std::string& actor);
   absl::Status PrepareWorkspace(const SandboxId& id, const WorkspaceSource& source,

@@ -2,8 +2,8 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -27,23 +27,23 @@ constexpr uint64_t kReadWrite = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
 
 // Top-level entries of the host root that make up the default root file system. Everything
 // else (home directories, /root, /var, /run and its sockets, /srv, /mnt, /boot) stays out.
-constexpr const char* kHostRootEntries[] = {"usr", "bin", "sbin", "lib", "lib32", "lib64",
-                                            "libx32", "etc"};
+constexpr const char* kHostRootEntries[] = {"usr",   "bin",   "sbin",   "lib",
+                                            "lib32", "lib64", "libx32", "etc"};
 // Entries of a spec rootfs that the layout provides itself.
-constexpr const char* kReservedRootEntries[] = {"proc", "dev", "sys", "sandbox", "tmp", "run",
-                                                "home", "root"};
+constexpr const char* kReservedRootEntries[] = {"proc", "dev", "sys",  "sandbox",
+                                                "tmp",  "run", "home", "root"};
 // Host secrets masked inside /etc (file masks and directory masks); absent ones are skipped.
-constexpr const char* kMaskedFiles[] = {"/etc/shadow", "/etc/gshadow", "/etc/shadow-",
-                                        "/etc/gshadow-", "/etc/sudoers", "/etc/machine-id",
+constexpr const char* kMaskedFiles[] = {"/etc/shadow",          "/etc/gshadow", "/etc/shadow-",
+                                        "/etc/gshadow-",        "/etc/sudoers", "/etc/machine-id",
                                         "/etc/security/opasswd"};
-constexpr const char* kMaskedDirs[] = {"/etc/ssh", "/etc/sudoers.d", "/etc/ssl/private",
-                                       "/etc/polkit-1", "/etc/docker", "/etc/kubernetes"};
+constexpr const char* kMaskedDirs[] = {"/etc/ssh",      "/etc/sudoers.d", "/etc/ssl/private",
+                                       "/etc/polkit-1", "/etc/docker",    "/etc/kubernetes"};
 // Kernel interfaces in /proc that sandboxed code has no business with.
-constexpr const char* kMaskedProcFiles[] = {"/proc/kcore", "/proc/keys", "/proc/timer_list",
-                                            "/proc/sched_debug", "/proc/kallsyms",
-                                            "/proc/sysrq-trigger"};
+constexpr const char* kMaskedProcFiles[] = {"/proc/kcore",      "/proc/keys",
+                                            "/proc/timer_list", "/proc/sched_debug",
+                                            "/proc/kallsyms",   "/proc/sysrq-trigger"};
 constexpr const char* kMaskedProcDirs[] = {"/proc/acpi", "/proc/scsi", "/proc/irq",
-                                           "/proc/bus", "/proc/fs", "/proc/driver"};
+                                           "/proc/bus",  "/proc/fs",   "/proc/driver"};
 constexpr const char* kDevices[] = {"null", "zero", "full", "random", "urandom", "tty"};
 
 struct Builder {
@@ -58,7 +58,9 @@ struct Builder {
     plan.mounts.push_back(std::move(op));
     return plan.mounts.back();
   }
-  void Mkdir(const std::string& target, mode_t mode = 0755) { Add(Kind::kMkdir, target).mode = mode; }
+  void Mkdir(const std::string& target, mode_t mode = 0755) {
+    Add(Kind::kMkdir, target).mode = mode;
+  }
   void Symlink(const std::string& target, const std::string& points_to) {
     Add(Kind::kSymlink, target).source = points_to;
   }
@@ -74,7 +76,8 @@ struct Builder {
     MountOp& op = Add(Kind::kTmpfs, target);
     op.flags = MS_NOSUID | MS_NODEV | (noexec ? MS_NOEXEC : 0);
     op.data = fmt::format("size={},nr_inodes={},mode={:o}", size_bytes, inodes, mode);
-    if (owned_by_user) op.data += fmt::format(",uid={},gid={}", in.spec->user.uid, in.spec->user.gid);
+    if (owned_by_user)
+      op.data += fmt::format(",uid={},gid={}", in.spec->user.uid, in.spec->user.gid);
   }
   MountOp& WriteFile(const std::string& target, std::string content, mode_t mode = 0644) {
     MountOp& op = Add(Kind::kWriteFile, target);
@@ -170,8 +173,8 @@ absl::Status AddWritableHostBind(Builder& b, const std::string& source, const st
   }
   ASSIGN_OR_RETURN(UniqueFd userns, IdmapUserns(st.st_uid, st.st_gid, b.in.host_uid, b.in.host_gid),
                    fmt::format("idmap {}", source));
-  UniqueFd mnt(static_cast<int>(::open_tree(AT_FDCWD, source.c_str(),
-                                            OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE)));
+  UniqueFd mnt(static_cast<int>(
+      ::open_tree(AT_FDCWD, source.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE)));
   if (!mnt) return ErrnoStatus(errno, fmt::format("open_tree {}", source));
   struct mount_attr attr = {};
   attr.attr_set = MOUNT_ATTR_IDMAP | kReadWrite;
@@ -329,37 +332,14 @@ std::string FilterIdFile(const std::string& content, uint32_t keep_below, const 
   return out + line;
 }
 
-}  // namespace
-
-namespace {
-
-// A file of a root file system as a sandbox would see it: symlinks resolve inside the root, so
-// an image's etc/passwd -> /etc/shadow reads the image's own file, never the host's. "" when it
-// is missing or not a regular file (a fifo would block the read).
-std::string ReadRootFile(const std::string& root, const char* path) {
-  UniqueFd dir(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-  if (!dir) return "";
-  UniqueFd fd(Openat2(dir.get(), path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
-                      RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS));
-  struct stat st;
-  if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return "";
-  std::string out;
-  char buf[16 << 10];
-  ssize_t n;
-  while (out.size() < (1 << 20) && (n = ::read(fd.get(), buf, sizeof(buf))) > 0) {
-    out.append(buf, static_cast<size_t>(n));
-  }
-  return out;
-}
-
 // The files bound over the root file system's /etc.
 void AddGeneratedFiles(Builder& b) {
   const spec::SandboxSpec& spec = *b.in.spec;
   const std::string& root = b.in.rootfs;
   std::string passwd = root.empty() ? ReadFile("/etc/passwd").value_or("")
-                                    : ReadRootFile(root, "etc/passwd");
+                                    : ReadFileInRoot(root, "etc/passwd").value_or("");
   std::string group = root.empty() ? ReadFile("/etc/group").value_or("")
-                                   : ReadRootFile(root, "etc/group");
+                                   : ReadFileInRoot(root, "etc/group").value_or("");
   b.WriteScratchFile("passwd",
                      FilterIdFile(passwd, 1000,
                                   fmt::format("sandbox:x:{}:{}:sandbox:/sandbox/home:/bin/sh\n",
