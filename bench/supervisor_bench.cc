@@ -75,6 +75,36 @@ void Supervise(spec::SandboxSpec& s, spec::SupervisorMode mode, bool every_call)
 
 void FilterOnly(spec::SandboxSpec& s) { s.process.syscalls = {{kHandful, {}, "allow"}}; }
 
+// The least a routed call can cost: one round trip between two processes (a one-byte pipe
+// ping-pong), median over batches, in microseconds. Every call a supervisor sees costs at least
+// this, whatever the supervisor does with it.
+double ProcessRoundTripUs() {
+  int ping[2], pong[2];
+  if (::pipe(ping) != 0 || ::pipe(pong) != 0) return 0;
+  constexpr int kBatch = 20000, kBatches = 5;
+  pid_t child = ::fork();
+  if (child == 0) {
+    ::close(ping[1]);  // so that the parent's close ends the loop
+    ::close(pong[0]);
+    char c;
+    while (::read(ping[0], &c, 1) == 1 && ::write(pong[1], &c, 1) == 1) {
+    }
+    _exit(0);
+  }
+  std::vector<double> us;
+  char c = 0;
+  for (int b = 0; b < kBatches; ++b) {
+    auto t0 = Clock::now();
+    for (int i = 0; i < kBatch; ++i) {
+      if (::write(ping[1], &c, 1) != 1 || ::read(pong[0], &c, 1) != 1) return 0;
+    }
+    us.push_back(Ms(Clock::now() - t0) * 1000 / kBatch);
+  }
+  for (int fd : {ping[0], ping[1], pong[0], pong[1]}) ::close(fd);
+  ::waitpid(child, nullptr, 0);
+  return Median(us);
+}
+
 }  // namespace
 }  // namespace airlock
 
@@ -169,6 +199,8 @@ int main(int argc, char** argv) {
   };
 
   std::printf("%d rounds, every variant once per round in rotating order; medians\n", rounds);
+  const double round_trip_us = ProcessRoundTripUs();
+  std::printf("process round trip (pipe ping-pong): %.2f us\n", round_trip_us);
   for (const Workload& w : workloads) {
     std::map<std::string, std::vector<double>> ms, ratio;
     auto run = [&](Variant& v) -> double {
@@ -216,6 +248,16 @@ int main(int argc, char** argv) {
     std::printf("  %-30s %10s %8s %12s  %-17s %s\n", "variant", "median ms", "ratio", "calls seen",
                 "goal", "");
     double strace = Median(ms["strace -f -c"]);
+    // Supervising every call cannot beat (calls x round trip) on top of the plain run.
+    for (const Variant& v : variants) {
+      if (v.name == "ptrace, every call" && v.seen > 0) {
+        double base = Median(ms["unsandboxed"]);
+        std::printf("  floor for routing every call: %lld calls x %.2f us = +%.0f ms (%.2fx)\n",
+                    static_cast<long long>(v.seen), round_trip_us,
+                    static_cast<double>(v.seen) * round_trip_us / 1000,
+                    1 + static_cast<double>(v.seen) * round_trip_us / 1000 / base);
+      }
+    }
     for (const Variant& v : variants) {
       double r = Median(ratio[v.name]);
       std::string verdict;

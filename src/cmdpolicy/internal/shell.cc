@@ -452,17 +452,24 @@ class Parser {
     while (true) {
       SkipBlanks();
       if (AtEnd() || Peek() == ';' || Peek() == '\n') break;
-      Word item;
-      const size_t before = pos_;
-      ReadWord(&item, &unused);
-      if (pos_ == before) {
-        Problem(fmt::format("unexpected \"{}\"", Peek()));
-        ++pos_;
-        continue;
-      }
-      command->data.push_back(std::move(item));
+      ReadDataWord(command, "");
     }
     while (Peek() == ';') ++pos_;
+  }
+
+  // Reads one word (a `for` item, a case pattern) into command->data. A character no word can
+  // start with is a problem, named with `where`, and skipped.
+  void ReadDataWord(Command* command, std::string_view where) {
+    Word word;
+    bool unused = false;
+    const size_t before = pos_;
+    ReadWord(&word, &unused);
+    if (pos_ == before) {
+      Problem(fmt::format("unexpected \"{}\"{}", Peek(), where));
+      ++pos_;
+      return;
+    }
+    command->data.push_back(std::move(word));
   }
 
   void ParseCase(Command* command) {
@@ -497,15 +504,7 @@ class Parser {
           ++pos_;
           continue;
         }
-        Word pattern;
-        const size_t before = pos_;
-        ReadWord(&pattern, &unused);
-        if (pos_ == before) {
-          Problem(fmt::format("unexpected \"{}\" in a case pattern", Peek()));
-          ++pos_;
-          continue;
-        }
-        command->data.push_back(std::move(pattern));
+        ReadDataWord(command, " in a case pattern");
       }
       command->body.push_back(ParseList(Stop{.case_item = true, .words = {"esac"}}));
       if (LookingAt(";;&")) {
