@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "absl/strings/cord.h"
@@ -399,6 +400,113 @@ absl::StatusOr<json> Client::Events(std::string_view id, int64_t after) {
                    Call(static_cast<int>(bhttp::verb::get),
                         fmt::format("{}/events?after={}", SandboxPath(id), after), nullptr));
   return j.value("events", json::array());
+}
+
+absl::StatusOr<Sandbox> Client::SetNetwork(std::string_view id, const json& network, bool loosen) {
+  json body = {{"network", network}, {"loosen", loosen}};
+  ASSIGN_OR_RETURN(json j,
+                   Call(static_cast<int>(bhttp::verb::put), SandboxPath(id) + "/network", &body));
+  return SandboxFrom(j);
+}
+
+absl::StatusOr<json> Client::CollectArtifacts(std::string_view id,
+                                              const std::vector<std::string>& paths,
+                                              const std::vector<std::string>& secrets) {
+  json body = json::object();
+  if (!paths.empty()) body["paths"] = paths;
+  if (!secrets.empty()) body["secrets"] = secrets;
+  return Call(static_cast<int>(bhttp::verb::post), SandboxPath(id) + "/artifacts:collect", &body);
+}
+
+absl::StatusOr<json> Client::WorkspaceDiff(std::string_view id) {
+  json body = json::object();
+  return Call(static_cast<int>(bhttp::verb::post), SandboxPath(id) + "/workspace:diff", &body);
+}
+
+absl::StatusOr<std::vector<Artifact>> Client::ListArtifacts(std::string_view id) {
+  ASSIGN_OR_RETURN(
+      json j, Call(static_cast<int>(bhttp::verb::get), SandboxPath(id) + "/artifacts", nullptr));
+  std::vector<Artifact> out;
+  for (const json& a : j.value("artifacts", json::array())) {
+    out.push_back({.id = Get<std::string>(a, "id", ""),
+                   .path = Get<std::string>(a, "path", ""),
+                   .size = Get<int64_t>(a, "size", 0),
+                   .sha256 = Get<std::string>(a, "sha256", ""),
+                   .status = Get<std::string>(a, "status", ""),
+                   .reason = Get<std::string>(a, "reason", ""),
+                   .created_at = Get<std::string>(a, "created_at", "")});
+  }
+  return out;
+}
+
+absl::StatusOr<int64_t> Client::DownloadArtifact(
+    std::string_view id, std::string_view artifact_id,
+    const std::function<absl::Status(std::string_view)>& sink) {
+  // The listing first (as Download stats first): an error answer is then an ordinary one,
+  // never taken for the artifact's bytes.
+  ASSIGN_OR_RETURN(std::vector<Artifact> all, ListArtifacts(id));
+  auto it =
+      std::find_if(all.begin(), all.end(), [&](const Artifact& a) { return a.id == artifact_id; });
+  if (it == all.end()) {
+    return absl::NotFoundError(
+        fmt::format("artifact {} is not one of this sandbox's", artifact_id));
+  }
+  if (it->status != "released") {
+    return FailedPrecondition(
+        fmt::format("artifact {} is {}: its content was never kept", artifact_id, it->status));
+  }
+  absl::Status sunk;
+  int64_t size = 0;
+  ASSIGN_OR_RETURN(
+      http::ClientResponse r,
+      http_->SendStreaming(bhttp::verb::get,
+                           fmt::format("{}/artifacts/{}", SandboxPath(id), UrlEncode(artifact_id)),
+                           "", "", [&](std::string_view data) {
+                             size += static_cast<int64_t>(data.size());
+                             sunk = sink(data);
+                             return sunk.ok();
+                           }));
+  if (r.status >= 300) {
+    return absl::UnavailableError(
+        fmt::format("artifact {}: the server answered {} after listing it", artifact_id, r.status));
+  }
+  RETURN_IF_ERROR(sunk, fmt::format("download artifact {}", artifact_id));
+  return size;
+}
+
+namespace {
+std::string InterpreterPath(std::string_view session) {
+  return "/v1/interpreters/" + UrlEncode(session);
+}
+}  // namespace
+
+absl::StatusOr<json> Client::CreateInterpreter(const json& request) {
+  return Call(static_cast<int>(bhttp::verb::post), "/v1/interpreters", &request);
+}
+
+absl::StatusOr<json> Client::Eval(std::string_view session, std::string_view script) {
+  json body = {{"script", script}};
+  return Call(static_cast<int>(bhttp::verb::post), InterpreterPath(session) + "/eval", &body);
+}
+
+absl::StatusOr<json> Client::ResumeWithResult(std::string_view session, std::string_view call_id,
+                                              const json& result) {
+  json body = {{"call_id", call_id}, {"result", result}};
+  return Call(static_cast<int>(bhttp::verb::post), InterpreterPath(session) + "/resume", &body);
+}
+
+absl::StatusOr<json> Client::ResumeWithError(std::string_view session, std::string_view call_id,
+                                             std::string_view error) {
+  json body = {{"call_id", call_id}, {"error", error}};
+  return Call(static_cast<int>(bhttp::verb::post), InterpreterPath(session) + "/resume", &body);
+}
+
+absl::StatusOr<json> Client::GetInterpreter(std::string_view session) {
+  return Call(static_cast<int>(bhttp::verb::get), InterpreterPath(session), nullptr);
+}
+
+absl::StatusOr<json> Client::DeleteInterpreter(std::string_view session) {
+  return Call(static_cast<int>(bhttp::verb::delete_), InterpreterPath(session), nullptr);
 }
 
 absl::StatusOr<CommandResult> Client::Exec(std::string_view id, const ExecRequest& request) {

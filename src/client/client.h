@@ -144,6 +144,17 @@ struct Image {
   nlohmann::json raw;  // config, layers, ...
 };
 
+// A recorded artifact of a run (released, or quarantined: its content never kept).
+struct Artifact {
+  std::string id;  // "art-…"
+  std::string path;
+  int64_t size = 0;
+  std::string sha256;
+  std::string status;  // "released" or "quarantined"
+  std::string reason;
+  std::string created_at;
+};
+
 struct ImportProgress {
   enum class Stage { kUploading, kReadingArchive, kVerifying, kUnpacking, kDone };
   Stage stage = Stage::kUploading;
@@ -174,6 +185,39 @@ class Client {
   absl::StatusOr<Sandbox> ExtendTtl(std::string_view id, int64_t ttl_seconds);
   // Audit events after sequence number `after` (the answer's "events" array).
   absl::StatusOr<nlohmann::json> Events(std::string_view id, int64_t after = 0);
+
+  // Replaces a running sandbox's network policy (`network`: the spec's network section); a
+  // looser policy than the current one needs `loosen`. Returns the sandbox with its new spec.
+  absl::StatusOr<Sandbox> SetNetwork(std::string_view id, const nlohmann::json& network,
+                                     bool loosen = false);
+
+  // Artifacts (docs/daemon.md). CollectArtifacts runs `paths` (empty: the spec's
+  // artifacts.paths) through the release gate and returns its answer (ArtifactCollection in
+  // docs/api/openapi.yaml: blocked, policy_blocked, released_bytes, summary, files with one
+  // outcome each). WorkspaceDiff collects the git workspace's diff against its pinned commit the
+  // same way (plus base_commit). DownloadArtifact hands a released artifact to `sink` as it
+  // arrives and returns its size; a quarantined one is FailedPrecondition.
+  absl::StatusOr<nlohmann::json> CollectArtifacts(std::string_view id,
+                                                  const std::vector<std::string>& paths = {},
+                                                  const std::vector<std::string>& secrets = {});
+  absl::StatusOr<nlohmann::json> WorkspaceDiff(std::string_view id);
+  absl::StatusOr<std::vector<Artifact>> ListArtifacts(std::string_view id);
+  absl::StatusOr<int64_t> DownloadArtifact(
+      std::string_view id, std::string_view artifact_id,
+      const std::function<absl::Status(std::string_view)>& sink);
+
+  // Interpreter sessions (docs/interp.md, "REST"); answers as the API gives them.
+  // CreateInterpreter takes {limits?, tools?, declared?}; Eval and the Resume calls return the
+  // run's result (outcome, result, error, pending, console, state).
+  absl::StatusOr<nlohmann::json> CreateInterpreter(const nlohmann::json& request);
+  absl::StatusOr<nlohmann::json> Eval(std::string_view session, std::string_view script);
+  absl::StatusOr<nlohmann::json> ResumeWithResult(std::string_view session,
+                                                  std::string_view call_id,
+                                                  const nlohmann::json& result);
+  absl::StatusOr<nlohmann::json> ResumeWithError(std::string_view session, std::string_view call_id,
+                                                 std::string_view error);
+  absl::StatusOr<nlohmann::json> GetInterpreter(std::string_view session);
+  absl::StatusOr<nlohmann::json> DeleteInterpreter(std::string_view session);
 
   // Commands. Exec waits for the result. ExecStream hands every event (stdout, stderr, event,
   // and the final result) to `on_event` as it arrives and returns the result; a stream the

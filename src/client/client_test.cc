@@ -344,6 +344,75 @@ TEST_F(ClientTest, TheImageConfigAppliesUnderTheSpec) {
   for (const Sandbox& s : listed->sandboxes) EXPECT_EQ(s.state, "Gone") << s.id;
 }
 
+TEST_F(ClientTest, ArtifactsNetworkAndInterpreterSessions) {
+  absl::StatusOr<Sandbox> sb = client_->CreateSandbox({.template_name = "R2"});
+  ASSERT_TRUE(sb.ok()) << sb.status();
+  ASSERT_TRUE(
+      client_
+          ->Exec(sb->id, {.argv = {"sh", "-c",
+                                   "echo done > /sandbox/artifacts/report.txt; echo "
+                                   "'key cpp-client-secret' > /sandbox/artifacts/leak.txt"}})
+          .ok());
+  absl::StatusOr<json> ok = client_->CollectArtifacts(sb->id, {"/sandbox/artifacts/report.txt"});
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  ASSERT_EQ((*ok)["files"].size(), 1u) << ok->dump();
+  EXPECT_EQ((*ok)["files"][0]["outcome"], "released") << ok->dump();
+  const std::string released = (*ok)["files"][0].value("artifact_id", "");
+  std::string got;
+  absl::StatusOr<int64_t> n = client_->DownloadArtifact(sb->id, released, [&](std::string_view d) {
+    got.append(d);
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(*n, 5);
+  EXPECT_EQ(got, "done\n");
+
+  absl::StatusOr<json> bad =
+      client_->CollectArtifacts(sb->id, {"/sandbox/artifacts/leak.txt"}, {"cpp-client-secret"});
+  ASSERT_TRUE(bad.ok()) << bad.status();
+  EXPECT_TRUE((*bad)["policy_blocked"].get<bool>()) << bad->dump();
+  EXPECT_EQ(bad->dump().find("cpp-client-secret"), std::string::npos) << "never echoed";
+  const std::string quarantined = (*bad)["files"][0].value("artifact_id", "");
+  absl::StatusOr<int64_t> refused =
+      client_->DownloadArtifact(sb->id, quarantined, [](std::string_view) {
+        ADD_FAILURE() << "a quarantined artifact's bytes must never arrive";
+        return absl::OkStatus();
+      });
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+  absl::StatusOr<std::vector<Artifact>> listed = client_->ListArtifacts(sb->id);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 2u);
+  EXPECT_EQ(client_->WorkspaceDiff(sb->id).status().code(), absl::StatusCode::kFailedPrecondition)
+      << "no git workspace";
+
+  absl::StatusOr<Sandbox> tightened = client_->SetNetwork(sb->id, {{"profile", "none"}});
+  ASSERT_TRUE(tightened.ok()) << tightened.status();
+  EXPECT_EQ(tightened->spec["network"]["profile"], "none");
+  EXPECT_EQ(client_->SetNetwork(sb->id, {{"profile", "dependency-egress"}}).status().code(),
+            absl::StatusCode::kPermissionDenied)
+      << "loosening needs the caller's say-so";
+  ASSERT_TRUE(client_->DestroySandbox(sb->id).ok());
+
+  absl::StatusOr<json> session = client_->CreateInterpreter({{"tools", {"human_approval"}}});
+  ASSERT_TRUE(session.ok()) << session.status();
+  const std::string sid = (*session)["id"];
+  absl::StatusOr<json> run =
+      client_->Eval(sid, "const a = await tools.call('human_approval', {step: 1}); return a + 1;");
+  ASSERT_TRUE(run.ok()) << run.status();
+  ASSERT_EQ((*run)["outcome"], "paused") << run->dump();
+  const std::string call = (*run)["pending"][0]["call_id"];
+  absl::StatusOr<json> done = client_->ResumeWithResult(sid, call, 41);
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ((*done)["result"], 42) << done->dump();
+  EXPECT_EQ(client_->ResumeWithError(sid, call, "late").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  absl::StatusOr<json> state = client_->GetInterpreter(sid);
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_EQ((*state)["state"], "finished");
+  ASSERT_TRUE(client_->DeleteInterpreter(sid).ok());
+  EXPECT_EQ(client_->GetInterpreter(sid).status().code(), absl::StatusCode::kNotFound);
+}
+
 TEST_F(ClientTest, ImportRefusesGarbageAndBadTags) {
   ASSERT_TRUE(WriteFileAtomic(dir_ + "/junk.tar", std::string(4096, 'x')).ok());
   absl::StatusOr<std::vector<Image>> junk = client_->ImportImage(dir_ + "/junk.tar");

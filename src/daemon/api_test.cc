@@ -664,6 +664,9 @@ TEST_F(DaemonApiTest, TtlNetworkAndEvents) {
       alice().Send(Verb::put, Sb(r2, "/network"), json{{"network", {{"profile", "none"}}}}.dump());
   EXPECT_EQ(net.status, 200) << net.Describe();
   EXPECT_EQ(net.json.value("id", ""), r2);
+  EXPECT_EQ(net.json["spec"]["network"]["profile"], "none") << net.Describe();
+  EXPECT_EQ(alice().Get(Sb(r2)).json["spec"]["network"]["profile"], "none")
+      << "the record shows the policy the sandbox runs under";
   ExpectError(alice().Send(Verb::put, Sb(id, "/network"), "{}"), 422, "invalid_argument",
               "network");
   ExpectError(alice().Send(Verb::put, Sb(id, "/network"),

@@ -833,13 +833,15 @@ absl::StatusOr<store::SandboxRecord> SandboxManager::UpdateNetwork(const Caller&
       ClientFor(record).Call({{"op", "network"}, {"network", network}, {"may_loosen", may_loosen}},
                              milliseconds(30000)));
   store::AuditEvent e;
-  e.sandbox = id;
   e.actor = caller.actor;
   e.kind = store::AuditKind::kNetworkPolicyChanged;
   e.reason = may_loosen ? "policy replaced (loosening allowed)" : "policy tightened";
   e.data = {{"network", r["network"]}};
-  RETURN_IF_ERROR(store_->AppendEvent(e).status());
-  return store_->GetSandbox(id);
+  // The record's spec is what the sandbox runs under from now on (GET shows it, and commands
+  // stored from here are repeatable with it).
+  json spec = record.spec;
+  spec["network"] = r["network"];
+  return store_->UpdateSpec(id, spec, e);
 }
 
 absl::StatusOr<std::vector<store::AuditEvent>> SandboxManager::Events(const Caller& caller,

@@ -317,6 +317,14 @@ class Store {
   [[nodiscard]] virtual absl::Status UpdateRuntime(const SandboxId& id,
                                                    const RuntimeInfo& runtime) = 0;
 
+  // Replaces the effective spec of a live sandbox (a running sandbox's network policy changed)
+  // and appends `event` (its sandbox set to `id`) in the same transaction, so the record and the
+  // audit trail never disagree. FailedPrecondition for a terminal sandbox; InvalidArgument for
+  // an empty actor. Returns the record after the change.
+  [[nodiscard]] virtual absl::StatusOr<SandboxRecord> UpdateSpec(const SandboxId& id,
+                                                                 const nlohmann::json& spec,
+                                                                 const AuditEvent& event) = 0;
+
   // Non-terminal sandboxes past their TTL (expires_at <= now) or idle past their idle timeout
   // (last_activity_at + idle_timeout <= now), oldest expiry first, at most `limit` (1..1000).
   [[nodiscard]] virtual absl::StatusOr<std::vector<SandboxRecord>> ListExpired(absl::Time now,

@@ -563,6 +563,35 @@ TEST_P(StoreContractTest, ExtendTtlMovesExpiryForwardOnlyAndIsAudited) {
             absl::StatusCode::kNotFound);
 }
 
+TEST_P(StoreContractTest, UpdateSpecIsStoredWithItsEventInOneStep) {
+  SandboxRecord s = CreateIn(SandboxState::kRunning, Request());
+  nlohmann::json spec = s.spec;
+  spec["network"] = {{"profile", "none"}};
+  AuditEvent change{.actor = "user",
+                    .kind = AuditKind::kNetworkPolicyChanged,
+                    .reason = "policy tightened",
+                    .data = {{"network", spec["network"]}}};
+  ASSERT_OK_AND_ASSIGN(SandboxRecord updated, store_->UpdateSpec(s.id, spec, change));
+  EXPECT_EQ(updated.spec, spec);
+  EXPECT_EQ(store_->GetSandbox(s.id)->spec, spec);
+  const AuditEvent e = EventsOf(s.id).back();
+  EXPECT_EQ(e.kind, AuditKind::kNetworkPolicyChanged);
+  EXPECT_EQ(e.sandbox, s.id);
+  EXPECT_EQ(e.data, change.data);
+
+  AuditEvent anonymous = change;
+  anonymous.actor = "";
+  EXPECT_EQ(store_->UpdateSpec(s.id, s.spec, anonymous).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->GetSandbox(s.id)->spec, spec) << "a refused update changes nothing";
+  EXPECT_EQ(store_->UpdateSpec(SandboxId("sb-nothere"), spec, change).status().code(),
+            absl::StatusCode::kNotFound);
+  Retire(s.id);
+  EXPECT_EQ(store_->UpdateSpec(s.id, s.spec, change).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store_->GetSandbox(s.id)->spec, spec);
+}
+
 TEST_P(StoreContractTest, UpdateRuntimeIsStored) {
   SandboxRecord s = MustCreate(Request());
   RuntimeInfo rt{.shim_pid = 4242,

@@ -9,6 +9,10 @@
             if event.kind == "stdout":
                 print(event.text, end="")
         sb.files.write("notes.txt", "hello\\n")
+        sb.exec(["sh", "-c", "echo done > /sandbox/artifacts/report.txt"])
+        collection = sb.collect_artifacts()  # through the release gate
+    session = client.interpreters.create(tools=["human_approval"])
+    run = session.eval("await tools.call('human_approval', {q: 'ship?'})")
 
 Errors from the server are ApiError(status, code, message, request_id); a server that cannot
 be reached is ApiError with status 0 and code "unavailable".
@@ -23,6 +27,8 @@ from airlock.client import (
     Files,
     Image,
     Images,
+    Interpreter,
+    Interpreters,
     Sandbox,
 )
 
@@ -35,5 +41,7 @@ __all__ = [
     "Files",
     "Image",
     "Images",
+    "Interpreter",
+    "Interpreters",
     "Sandbox",
 ]

@@ -364,6 +364,58 @@ class Sandbox:
     def events(self, after=0):
         return self._call("GET", f"/events?after={int(after)}")["events"]
 
+    def set_network(self, network, loosen=False):
+        """Replaces the running sandbox's network policy (the spec's network section).
+
+        A looser policy than the current one needs loosen=True; either way the change is an audit
+        event. Returns the sandbox with its new effective spec.
+        """
+        self.raw = self._call("PUT", "/network", {"network": dict(network), "loosen": loosen})
+        return self
+
+    def collect_artifacts(self, paths=None, secrets=None):
+        """Runs paths (default the spec's artifacts.paths) through the release gate.
+
+        Returns the collection: blocked, policy_blocked, released_bytes, summary and one verdict
+        per file (outcome released / withheld / refused / quarantined; artifact_id when recorded).
+        """
+        body = {}
+        if paths:
+            body["paths"] = list(paths)
+        if secrets:
+            body["secrets"] = list(secrets)
+        return self._call("POST", "/artifacts:collect", body)
+
+    def workspace_diff(self):
+        """The git workspace's diff against its pinned commit, collected as an artifact.
+
+        Returns the collection (as collect_artifacts) plus base_commit; the diff itself is the
+        released artifact at /sandbox/artifacts/workspace.diff (download_artifact).
+        """
+        return self._call("POST", "/workspace:diff")
+
+    def artifacts(self):
+        """The run's recorded artifacts (released and quarantined)."""
+        return self._call("GET", "/artifacts")["artifacts"]
+
+    def download_artifact(self, artifact_id, local_path=None):
+        """A released artifact's bytes, or written to local_path (then its size is returned)."""
+        resp = self._transport.open("GET", f"{self._path}/artifacts/{_q(artifact_id)}")
+        try:
+            if resp.status >= 300:
+                raise _error_from(resp.status, resp.read())
+            if local_path is None:
+                return resp.read()
+            size = 0
+            with open(local_path, "wb") as f:
+                while chunk := resp.read(_CHUNK):
+                    f.write(chunk)
+                    size += len(chunk)
+            return size
+        finally:
+            resp.close()
+            resp._airlock_conn.close()
+
     def destroy(self):
         self.raw = self._call("DELETE", "")
         return self
@@ -432,6 +484,77 @@ class Images:
         self._t.call("DELETE", "/v1/images/" + "/".join(_q(p) for p in reference.split("/")))
 
 
+class Interpreter:
+    """A level-0 interpreter session (docs/interp.md): one script, its tool calls, durable pauses.
+
+    eval and resume return the run's result: outcome ("completed", "paused", "error", ...), result,
+    error, pending calls [{call_id, tool, args}], console.
+    """
+
+    def __init__(self, client, raw):
+        self._t = client._transport
+        self.raw = raw
+        self.id = raw["id"]
+        self._path = f"/v1/interpreters/{_q(self.id)}"
+
+    @property
+    def state(self):
+        return self.raw.get("state", "")
+
+    def eval(self, script):
+        run = self._t.call("POST", self._path + "/eval", {"script": script})
+        self.raw["state"] = run.get("state", self.state)
+        return run
+
+    def resume(self, call_id, result=None, error=None):
+        """Answers a pending call with result (any JSON value) or error (a message)."""
+        body = {"call_id": call_id}
+        if error is not None:
+            body["error"] = error
+        else:
+            body["result"] = result
+        run = self._t.call("POST", self._path + "/resume", body)
+        self.raw["state"] = run.get("state", self.state)
+        return run
+
+    def refresh(self):
+        """The session's state, pending calls, journal and (once finished) result."""
+        self.raw = self._t.call("GET", self._path)
+        return self
+
+    def console(self):
+        return self._t.call("GET", self._path + "/console")["console"]
+
+    def delete(self):
+        self.raw = self._t.call("DELETE", self._path)
+        return self
+
+    def __repr__(self):
+        return f"Interpreter({self.id!r}, state={self.state!r})"
+
+
+class Interpreters:
+    """Interpreter sessions: create one with its limits, tool allowlist and declarations."""
+
+    def __init__(self, client):
+        self._client = client
+
+    def create(self, tools=(), limits=None, declared=()):
+        body = {}
+        if tools:
+            body["tools"] = list(tools)
+        if limits:
+            body["limits"] = dict(limits)
+        if declared:
+            body["declared"] = list(declared)
+        return Interpreter(self._client,
+                           self._client._transport.call("POST", "/v1/interpreters", body))
+
+    def get(self, session_id):
+        return Interpreter(self._client, self._client._transport.call(
+            "GET", f"/v1/interpreters/{_q(session_id)}"))
+
+
 class Client:
     """airlockd at url (default $AIRLOCK_URL) with api_key (default $AIRLOCK_API_KEY)."""
 
@@ -443,6 +566,7 @@ class Client:
                              "(airlockd admin create-key makes one)")
         self._transport = _Transport(url, api_key, timeout)
         self.images = Images(self)
+        self.interpreters = Interpreters(self)
 
     @property
     def url(self):

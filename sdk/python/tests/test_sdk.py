@@ -134,6 +134,76 @@ class SdkTest(unittest.TestCase):
         self.client.images.remove("py/busybox:1")
         self.assertEqual(self.client.images.list(), [])
 
+    def test_artifacts_through_the_release_gate(self):
+        with self.client.create(spec={}) as sb:
+            sb.exec(["sh", "-c", "echo done > /sandbox/artifacts/report.txt; "
+                     "echo 'token hunter2-py-secret' > /sandbox/artifacts/leak.txt"])
+            ok = sb.collect_artifacts(paths=["/sandbox/artifacts/report.txt"])
+            self.assertFalse(ok["policy_blocked"], ok)
+            [verdict] = ok["files"]
+            self.assertEqual(verdict["outcome"], "released", verdict)
+            self.assertEqual(sb.download_artifact(verdict["artifact_id"]), b"done\n")
+            with tempfile.TemporaryDirectory() as tmp:
+                local = os.path.join(tmp, "report.txt")
+                self.assertEqual(sb.download_artifact(verdict["artifact_id"], local), 5)
+                with open(local, "rb") as f:
+                    self.assertEqual(f.read(), b"done\n")
+
+            # A secret the caller names quarantines the file and blocks the collection; its
+            # content is never kept, so it cannot be downloaded.
+            bad = sb.collect_artifacts(paths=["/sandbox/artifacts/leak.txt"],
+                                       secrets=["hunter2-py-secret"])
+            self.assertTrue(bad["policy_blocked"], bad)
+            [quarantined] = bad["files"]
+            self.assertEqual(quarantined["outcome"], "quarantined", quarantined)
+            self.assertNotIn("hunter2-py-secret", str(bad))
+            with self.assertRaises(airlock.ApiError) as e:
+                sb.download_artifact(quarantined["artifact_id"])
+            self.assertEqual(e.exception.status, 409)
+            self.assertEqual(sorted(a["status"] for a in sb.artifacts()),
+                             ["quarantined", "released"])
+
+            # A sandbox without a git workspace has nothing to diff against.
+            with self.assertRaises(airlock.ApiError) as e:
+                sb.workspace_diff()
+            self.assertEqual((e.exception.status, e.exception.code), (409, "failed_precondition"))
+
+    def test_network_policy_of_a_running_sandbox(self):
+        with self.client.create(template="R2") as sb:
+            self.assertEqual(sb.raw["spec"]["network"]["profile"], "dependency-egress")
+            sb.set_network({"profile": "none"})
+            self.assertEqual(sb.raw["spec"]["network"]["profile"], "none")
+            # Opening it again is a loosening: refused without the caller's say-so.
+            with self.assertRaises(airlock.ApiError) as e:
+                sb.set_network({"profile": "dependency-egress"})
+            self.assertEqual(e.exception.status, 403, e.exception)
+            sb.set_network({"profile": "dependency-egress"}, loosen=True)
+            self.assertEqual(sb.raw["spec"]["network"]["profile"], "dependency-egress")
+            kinds = [e["kind"] for e in sb.events()]
+            self.assertEqual(kinds.count("network_policy_changed"), 2, kinds)
+
+    def test_interpreter_session_pauses_and_resumes(self):
+        session = self.client.interpreters.create(tools=["human_approval"])
+        self.assertEqual(session.state, "new")
+        run = session.eval("console.log('asking');\n"
+                           "const ok = await tools.call('human_approval', {action: 'ship'});\n"
+                           "return ok.approved ? 'shipped' : 'held';")
+        self.assertEqual(run["outcome"], "paused", run)
+        [call] = run["pending"]
+        self.assertEqual((call["tool"], call["args"]), ("human_approval", {"action": "ship"}))
+        self.assertEqual(self.client.interpreters.get(session.id).state, "paused")
+        done = session.resume(call["call_id"], {"approved": True})
+        self.assertEqual((done["outcome"], done["result"]), ("completed", "shipped"), done)
+        self.assertEqual(session.console(), "asking\n")
+        self.assertEqual(session.refresh().raw["journal"][0]["tool"], "human_approval")
+        with self.assertRaises(airlock.ApiError) as e:
+            session.resume(call["call_id"], error="too late")
+        self.assertEqual(e.exception.status, 409)
+        self.assertEqual(session.delete().state, "deleted")
+        with self.assertRaises(airlock.ApiError) as e:
+            self.client.interpreters.get(session.id)
+        self.assertEqual(e.exception.status, 404)
+
 
 if __name__ == "__main__":
     unittest.main()

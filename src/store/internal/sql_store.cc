@@ -341,6 +341,10 @@ class SqlStore final : public Store {
   absl::Status UpdateRuntime(const SandboxId& id, const RuntimeInfo& runtime) override {
     return Observe("sandbox.update_runtime", [&] { return DoUpdateRuntime(id, runtime); });
   }
+  absl::StatusOr<SandboxRecord> UpdateSpec(const SandboxId& id, const nlohmann::json& spec,
+                                           const AuditEvent& event) override {
+    return Observe("sandbox.update_spec", [&] { return DoUpdateSpec(id, spec, event); });
+  }
   absl::StatusOr<std::vector<SandboxRecord>> ListExpired(absl::Time now, int limit) override {
     return Observe("sandbox.list_expired", [&] { return DoListExpired(now, limit); });
   }
@@ -699,6 +703,30 @@ class SqlStore final : public Store {
                       return absl::OkStatus();
                     }),
                     fmt::format("touch sandbox {}", id.value()));
+  }
+
+  absl::StatusOr<SandboxRecord> DoUpdateSpec(const SandboxId& id, const nlohmann::json& spec,
+                                             const AuditEvent& event) {
+    std::string context = fmt::format("update the spec of sandbox {}", id.value());
+    RETURN_IF_ERROR(RequireActor(event.actor), context);
+    const absl::Time now = Now();
+    SandboxRecord out;
+    absl::Status tx = Write([&](SqlConnection& conn) -> absl::Status {
+      ASSIGN_OR_RETURN(out, LoadSandbox(conn, id));
+      if (IsTerminal(out.state)) {
+        return FailedPrecondition(fmt::format("sandbox is {}", ToString(out.state)));
+      }
+      out.spec = spec;
+      out.updated_at = now;
+      RETURN_IF_ERROR(conn.Exec("UPDATE sandboxes SET spec = $1, updated_ms = $2 WHERE id = $3",
+                                {DumpJson(spec), Ms(now), id.value()})
+                          .status());
+      AuditEvent e = event;
+      e.sandbox = id;
+      return InsertEvent(conn, e, now).status();
+    });
+    RETURN_IF_ERROR(tx, context);
+    return out;
   }
 
   absl::StatusOr<SandboxRecord> DoExtendTtl(const SandboxId& id, absl::Time expires_at,
