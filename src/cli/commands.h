@@ -15,6 +15,8 @@ namespace airlock::cli {
 inline constexpr int kExitUsage = 2;
 inline constexpr int kExitSandboxError = 125;
 inline constexpr int kExitRemoteError = 1;
+// `airlock sandbox collect|diff`: the release gate found a secret and blocked the collection.
+inline constexpr int kExitPolicyBlocked = 3;
 
 void AddRunCommand(CLI::App& app, int* exit_code);
 void AddSpecCommands(CLI::App& app, int* exit_code);

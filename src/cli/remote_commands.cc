@@ -7,7 +7,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <memory>
 
 #include "absl/strings/str_join.h"
 #include "cli/commands.h"
@@ -156,6 +158,42 @@ std::optional<std::pair<std::string, std::string>> Remote(const std::string& arg
 std::string BaseName(const std::string& path) {
   size_t slash = path.find_last_of('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// Writes what `fetch` hands its sink to `dest` through `dest`.airlock-part and a rename, so a
+// failed transfer never leaves a partial file under the real name. Returns the bytes written.
+absl::StatusOr<int64_t> DownloadTo(
+    const std::string& dest, const std::function<absl::StatusOr<int64_t>(
+                                 const std::function<absl::Status(std::string_view)>&)>& fetch) {
+  std::string tmp = dest + ".airlock-part";
+  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+  if (!out) return absl::FailedPreconditionError(fmt::format("cannot write {}", tmp));
+  absl::StatusOr<int64_t> n = fetch([&](std::string_view d) -> absl::Status {
+    out.write(d.data(), static_cast<std::streamsize>(d.size()));
+    return out ? absl::OkStatus() : absl::DataLossError("write " + tmp);
+  });
+  out.close();
+  if (n.ok() && !out) n = absl::DataLossError("write " + tmp);
+  if (n.ok() && ::rename(tmp.c_str(), dest.c_str()) != 0) {
+    n = absl::InternalError(fmt::format("rename to {}: {}", dest, std::strerror(errno)));
+  }
+  if (!n.ok()) ::unlink(tmp.c_str());
+  return n;
+}
+
+void AddArtifactCommands(CLI::App* sb, const std::shared_ptr<Connection>& conn, int* exit_code);
+
+// The release gate's answer, one line per file, then its summary.
+void PrintCollection(const json& c) {
+  std::vector<std::vector<std::string>> rows;
+  for (const json& f : c.value("files", json::array())) {
+    std::string why = f.value("rule", "");
+    if (std::string d = f.value("detail", ""); !d.empty()) why += why.empty() ? d : ": " + d;
+    rows.push_back({f.value("path", ""), f.value("outcome", ""), why.empty() ? "-" : why,
+                    f.value("artifact_id", "-")});
+  }
+  PrintTable({"PATH", "OUTCOME", "WHY", "ARTIFACT"}, rows);
+  std::printf("%s\n", c.value("summary", "").c_str());
 }
 
 }  // namespace
@@ -493,34 +531,136 @@ void AddSandboxCommands(CLI::App& app, int* exit_code) {
     std::string dest = *cp_dst;
     if (std::error_code ec; std::filesystem::is_directory(dest, ec))
       dest += "/" + BaseName(from->second);
-    std::string tmp = dest + ".airlock-part";
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) {
-      Fail(fmt::format("cp: cannot write {}", tmp));
-      *exit_code = kExitUsage;
-      return;
-    }
-    absl::StatusOr<int64_t> n =
-        c->Download(from->first, from->second, [&](std::string_view d) -> absl::Status {
-          out.write(d.data(), static_cast<std::streamsize>(d.size()));
-          return out ? absl::OkStatus() : absl::DataLossError("write " + tmp);
-        });
-    out.close();
-    if (!n.ok() || !out) {
-      ::unlink(tmp.c_str());
-      *exit_code = Report(n.ok() ? absl::DataLossError("write " + tmp) : n.status(),
-                          fmt::format("cp {} {}", *cp_src, *cp_dst), c.get());
-      return;
-    }
-    if (::rename(tmp.c_str(), dest.c_str()) != 0) {
-      ::unlink(tmp.c_str());
-      Fail(fmt::format("cp: rename to {}: {}", dest, std::strerror(errno)));
-      *exit_code = kExitRemoteError;
+    absl::StatusOr<int64_t> n = DownloadTo(
+        dest, [&](const auto& sink) { return c->Download(from->first, from->second, sink); });
+    if (!n.ok()) {
+      *exit_code = Report(n.status(), fmt::format("cp {} {}", *cp_src, *cp_dst), c.get());
       return;
     }
     if (conn->json) PrintJson({{"path", dest}, {"size", *n}});
   });
+
+  AddArtifactCommands(sb, conn, exit_code);
 }
+
+namespace {
+
+// collect, diff, artifacts, artifact, network.
+void AddArtifactCommands(CLI::App* sb, const std::shared_ptr<Connection>& conn, int* exit_code) {
+  auto id = std::make_shared<std::string>();
+  auto paths = std::make_shared<std::vector<std::string>>();
+  auto secrets = std::make_shared<std::vector<std::string>>();
+  CLI::App* collect = sb->add_subcommand(
+      "collect", "Collect artifacts through the release gate (exit 3 when a secret blocks them)");
+  collect->add_option("id", *id, "Sandbox id")->required();
+  collect->add_option("paths", *paths, "Files or directories (default the spec's artifacts.paths)");
+  collect->add_option("--secret", *secrets, "A value that must not leave (repeatable)");
+  auto print = [conn, exit_code](const absl::StatusOr<json>& c, const std::string& what,
+                                 const Client* client) {
+    if (!c.ok()) {
+      *exit_code = Report(c.status(), what, client);
+      return;
+    }
+    if (conn->json) {
+      PrintJson(*c);
+    } else {
+      PrintCollection(*c);
+    }
+    if (c->value("policy_blocked", false)) *exit_code = kExitPolicyBlocked;
+  };
+  collect->callback([conn, id, paths, secrets, exit_code, print] {
+    auto c = Connect(*conn, exit_code);
+    if (!c) return;
+    print(c->CollectArtifacts(*id, *paths, *secrets), "collect " + *id, c.get());
+  });
+
+  auto diff_id = std::make_shared<std::string>();
+  CLI::App* diff = sb->add_subcommand(
+      "diff", "The git workspace's diff against its pinned commit, collected as an artifact");
+  diff->add_option("id", *diff_id, "Sandbox id")->required();
+  diff->callback([conn, diff_id, exit_code, print] {
+    auto c = Connect(*conn, exit_code);
+    if (!c) return;
+    print(c->WorkspaceDiff(*diff_id), "diff " + *diff_id, c.get());
+  });
+
+  auto list_id = std::make_shared<std::string>();
+  CLI::App* list = sb->add_subcommand("artifacts", "List a sandbox's recorded artifacts");
+  list->add_option("id", *list_id, "Sandbox id")->required();
+  list->callback([conn, list_id, exit_code] {
+    auto c = Connect(*conn, exit_code);
+    if (!c) return;
+    absl::StatusOr<std::vector<client::Artifact>> all = c->ListArtifacts(*list_id);
+    if (!all.ok()) {
+      *exit_code = Report(all.status(), "artifacts " + *list_id, c.get());
+      return;
+    }
+    std::vector<std::vector<std::string>> rows;
+    json out = json::array();
+    for (const client::Artifact& a : *all) {
+      rows.push_back({a.id, a.status, std::to_string(a.size), a.path});
+      out.push_back({{"id", a.id},
+                     {"path", a.path},
+                     {"size", a.size},
+                     {"sha256", a.sha256},
+                     {"status", a.status},
+                     {"reason", a.reason},
+                     {"created_at", a.created_at}});
+    }
+    if (conn->json) return PrintJson(out);
+    PrintTable({"ID", "STATUS", "SIZE", "PATH"}, rows);
+  });
+
+  auto get_id = std::make_shared<std::string>();
+  auto artifact = std::make_shared<std::string>();
+  auto output = std::make_shared<std::string>();
+  CLI::App* get = sb->add_subcommand("artifact", "Download a released artifact");
+  get->add_option("id", *get_id, "Sandbox id")->required();
+  get->add_option("artifact", *artifact, "Artifact id (art-...)")->required();
+  get->add_option("-o,--output", *output, "Local file (default: standard output)");
+  get->callback([conn, get_id, artifact, output, exit_code] {
+    auto c = Connect(*conn, exit_code);
+    if (!c) return;
+    auto fetch = [&](const std::function<absl::Status(std::string_view)>& sink) {
+      return c->DownloadArtifact(*get_id, *artifact, sink);
+    };
+    absl::StatusOr<int64_t> n = output->empty() ? fetch([](std::string_view d) {
+      return std::fwrite(d.data(), 1, d.size(), stdout) == d.size()
+                 ? absl::OkStatus()
+                 : absl::DataLossError("write to standard output");
+    })
+                                                : DownloadTo(*output, fetch);
+    if (!n.ok()) *exit_code = Report(n.status(), "artifact " + *artifact, c.get());
+  });
+
+  auto net_id = std::make_shared<std::string>();
+  auto network = std::make_shared<std::string>();
+  auto loosen = std::make_shared<bool>(false);
+  CLI::App* net = sb->add_subcommand(
+      "network", "Replace a running sandbox's network policy (the spec's network section, JSON)");
+  net->add_option("id", *net_id, "Sandbox id")->required();
+  net->add_option("network", *network, R"(e.g. '{"profile": "none"}')")->required();
+  net->add_flag("--loosen", *loosen, "Allow a looser policy than the current one");
+  net->callback([conn, net_id, network, loosen, exit_code] {
+    json section = json::parse(*network, nullptr, false);
+    if (!section.is_object()) {
+      Fail("network: expected a JSON object, e.g. '{\"profile\": \"none\"}'");
+      *exit_code = kExitUsage;
+      return;
+    }
+    auto c = Connect(*conn, exit_code);
+    if (!c) return;
+    absl::StatusOr<client::Sandbox> s = c->SetNetwork(*net_id, section, *loosen);
+    if (!s.ok()) {
+      *exit_code = Report(s.status(), "network " + *net_id, c.get());
+      return;
+    }
+    if (conn->json) return PrintJson(s->raw);
+    std::printf("%s\n", s->spec.value("network", json::object()).dump().c_str());
+  });
+}
+
+}  // namespace
 
 void AddImageCommands(CLI::App& app, int* exit_code) {
   auto conn = std::make_shared<Connection>();

@@ -113,6 +113,50 @@ class CliTest(unittest.TestCase):
         self.assertNotIn(sid, self.ok("sandbox", "list"))
         self.assertIn(sid, self.ok("sandbox", "list", "--all"))
 
+    def test_artifact_and_network_commands(self):
+        sid = json.loads(self.ok("sandbox", "create", "--template", "R2", "--json"))["id"]
+        self.ok("sandbox", "exec", sid, "--", "sh", "-c",
+                "echo done > /sandbox/artifacts/report.txt; "
+                "echo 'key cli-secret-value' > /sandbox/artifacts/leak.txt")
+        out = self.ok("sandbox", "collect", sid, "/sandbox/artifacts/report.txt")
+        self.assertRegex(out, r"/sandbox/artifacts/report.txt +released +- +art-[0-9a-f]+\n")
+        [art] = [a for a in json.loads(self.ok("sandbox", "artifacts", sid, "--json"))]
+        self.assertEqual((art["status"], art["size"]), ("released", 5))
+        self.assertEqual(self.ok("sandbox", "artifact", sid, art["id"]), "done\n")
+        with tempfile.TemporaryDirectory() as tmp:
+            dest = os.path.join(tmp, "report.txt")
+            self.ok("sandbox", "artifact", sid, art["id"], "-o", dest)
+            with open(dest) as f:
+                self.assertEqual(f.read(), "done\n")
+
+        # A secret blocks the collection: exit 3, the secret never printed, nothing to download.
+        r = self.airlock("sandbox", "collect", sid, "/sandbox/artifacts/leak.txt",
+                         "--secret", "cli-secret-value")
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertIn("quarantined", r.stdout)
+        self.assertNotIn("cli-secret-value", r.stdout + r.stderr)
+        quarantined = [a for a in json.loads(self.ok("sandbox", "artifacts", sid, "--json"))
+                       if a["status"] == "quarantined"]
+        self.assertEqual(len(quarantined), 1)
+        r = self.airlock("sandbox", "artifact", sid, quarantined[0]["id"])
+        self.assertEqual((r.returncode, r.stdout), (1, ""))
+        self.assertIn("quarantined", r.stderr)
+
+        r = self.airlock("sandbox", "diff", sid)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("no git workspace", r.stderr)
+
+        self.assertIn('"profile":"none"', self.ok("sandbox", "network", sid, '{"profile": "none"}'))
+        r = self.airlock("sandbox", "network", sid, '{"profile": "dependency-egress"}')
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("loosen", r.stderr)
+        self.assertIn('"profile":"dependency-egress"',
+                      self.ok("sandbox", "network", sid, '{"profile": "dependency-egress"}',
+                              "--loosen"))
+        r = self.airlock("sandbox", "network", sid, "not json")
+        self.assertEqual(r.returncode, 2)
+        self.ok("sandbox", "rm", sid)
+
     def test_image_commands(self):
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "busybox.oci.tar")
