@@ -81,9 +81,12 @@ class Daemon:
         except OSError:
             pass
         if node:
-            for root in ("/sys/fs/cgroup/airlock", "/sys/fs/cgroup/unified/airlock"):
+            # The node's cgroup parent in every hierarchy: the v2 tree, and each v1 controller's.
+            roots = ["/sys/fs/cgroup"] + [os.path.join("/sys/fs/cgroup", d)
+                                          for d in os.listdir("/sys/fs/cgroup")]
+            for root in roots:
                 try:
-                    os.rmdir(os.path.join(root, node))
+                    os.rmdir(os.path.join(root, "airlock", node))
                 except OSError:
                     pass
         shutil.rmtree(self.dir, ignore_errors=True)
