@@ -17,7 +17,9 @@
 //      (a) the command's own run time: airlock-bench-timer forks, execs and waits for it, once
 //          inside a running level-2 sandbox (under its seccomp filter, Landlock, namespaces and
 //          cgroups) and once outside with the same environment; the ratio is the sandbox's cost
-//          on the work itself (goal <= 1.05);
+//          on the work itself (goal <= 1.05); (a') the CPU time (user + system) of the
+//          command's process tree on both sides, and the median ratio of back-to-back pairs,
+//          which scheduling delays on a busy host barely move;
 //      (b) the fixed cost per exec: the whole NativeSandbox::Exec call minus the command's own
 //          time from (a), i.e. spawn request, cgroup, output drain, accounting, redaction;
 //   5. one-shot runs: `airlock run` (a whole sandbox per command) against the command alone.
@@ -105,10 +107,13 @@ Spawned Run(const std::vector<std::string>& argv, char* const* env = nullptr) {
 }
 
 // The command time airlock-bench-timer printed, in ms; -1 if it did not print one.
-double TimerMs(const std::string& out) {
+// airlock-bench-timer's "<wall ns> <cpu ns>": the wall time in ms, and the CPU time in *cpu_ms.
+double TimerMs(const std::string& out, double* cpu_ms = nullptr) {
   char* end = nullptr;
   long long ns = std::strtoll(out.c_str(), &end, 10);
-  return end != out.c_str() && ns > 0 ? static_cast<double>(ns) / 1e6 : -1;
+  if (end == out.c_str() || ns <= 0) return -1;
+  if (cpu_ms != nullptr) *cpu_ms = static_cast<double>(std::strtoll(end, nullptr, 10)) / 1e6;
+  return static_cast<double>(ns) / 1e6;
 }
 
 void Row(const std::string& title, const std::string& a_name, const std::vector<double>& a,
@@ -357,13 +362,14 @@ int main(int argc, char** argv) {
   std::printf(
       "\n4. workload overhead in a running level-2 sandbox\n"
       "   (a) the command's own time (airlock-bench-timer: fork, exec, exit, wait), in the\n"
-      "       sandbox vs outside it; (b) the rest of each Exec call (its fixed cost)\n");
+      "       sandbox vs outside it; (a') the CPU time of its process tree, and the median of\n"
+      "       the ratios of back-to-back pairs; (b) the rest of each Exec call (its fixed cost)\n");
   for (const Workload& w : workloads) {
     std::vector<std::string> in_argv = {"/opt/airlock-bench/timer"};
     in_argv.insert(in_argv.end(), w.argv.begin(), w.argv.end());
     std::vector<std::string> out_argv = {timer};
     out_argv.insert(out_argv.end(), w.argv.begin(), w.argv.end());
-    std::vector<double> inside, outside, fixed;
+    std::vector<double> inside, outside, fixed, cpu_in, cpu_out;
     Alternate(
         w.name, runs,
         [&] {
@@ -371,12 +377,30 @@ int main(int argc, char** argv) {
           auto r = (*sandbox)->Exec({.argv = in_argv}, {});
           double exec_ms = Ms(Clock::now() - t0);
           if (!r.ok() || r->classification != Classification::kOk) return -1.0;
-          double own = TimerMs(r->stdout_preview);
+          double cpu = 0;
+          double own = TimerMs(r->stdout_preview, &cpu);
           if (own > 0) fixed.push_back(exec_ms - own);
+          cpu_in.push_back(cpu);
           return own;
         },
-        &inside, [&] { return TimerMs(Run(out_argv, env.data()).out); }, &outside);
+        &inside,
+        [&] {
+          double cpu = 0;
+          double own = TimerMs(Run(out_argv, env.data()).out, &cpu);
+          cpu_out.push_back(cpu);
+          return own;
+        },
+        &outside);
     Row("(a) " + w.name, "in sandbox", inside, "outside", outside);
+    // The warm-up runs are the first of each list; the pairs after it ran back to back.
+    std::vector<double> pair_ratio;
+    for (size_t i = 1; i < cpu_in.size() && i < cpu_out.size(); ++i) {
+      if (cpu_out[i] > 0) pair_ratio.push_back(cpu_in[i] / cpu_out[i]);
+    }
+    std::printf("%-38s %-13s %8.2f (p90 %7.2f)   %-12s %8.2f (p90 %7.2f)   pairs %.3fx\n",
+                "(a')  its CPU time (user + system)", "in sandbox", Median(cpu_in),
+                Percentile(cpu_in, 0.9), "outside", Median(cpu_out), Percentile(cpu_out, 0.9),
+                Median(pair_ratio));
     std::printf("%-38s %-13s %8.2f (p90 %7.2f)\n", "(b)   fixed cost of that Exec", "",
                 Median(fixed), Percentile(fixed, 0.9));
   }

@@ -1,12 +1,16 @@
-// airlock-bench-timer: runs a command once and prints its wall time in nanoseconds, so that
-// run_bench measures a command's own run time the same way inside a sandbox and outside it
-// (fork, exec, run, exit, wait; the command's output goes to /dev/null).
+// airlock-bench-timer: runs a command once and prints its wall time and the CPU time of its
+// process tree in nanoseconds, so that run_bench measures a command's own run the same way
+// inside a sandbox and outside it (fork, exec, run, exit, wait; the command's output goes to
+// /dev/null). CPU time (user + system, from wait4's rusage) moves far less than wall time when
+// other work competes for the CPUs, so it shows the sandbox's own cost on a busy host.
 //
 //   airlock-bench-timer /abs/path/program [args...]
 //
-// Prints "<ns>" and exits 0 when the command exited 0; prints "failed <wait status>" and exits 1
-// otherwise. Static, so it runs in a sandbox's root file system as it is on the host.
+// Prints "<wall ns> <cpu ns>" and exits 0 when the command exited 0; prints "failed <wait
+// status>" and exits 1 otherwise. Static, so it runs in a sandbox's root file system as it is on
+// the host.
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -40,12 +44,17 @@ int main(int argc, char** argv) {
   }
   if (pid < 0) return 2;
   int status = 0;
-  if (waitpid(pid, &status, 0) != pid) return 2;
+  struct rusage ru {};
+  if (wait4(pid, &status, 0, &ru) != pid) return 2;
   long long ns = NowNs() - t0;
+  auto tv_ns = [](const struct timeval& tv) {
+    return static_cast<long long>(tv.tv_sec) * 1000000000LL + tv.tv_usec * 1000LL;
+  };
+  long long cpu_ns = tv_ns(ru.ru_utime) + tv_ns(ru.ru_stime);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     std::printf("failed %d\n", status);
     return 1;
   }
-  std::printf("%lld\n", ns);
+  std::printf("%lld %lld\n", ns, cpu_ns);
   return 0;
 }
