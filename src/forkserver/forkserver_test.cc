@@ -127,6 +127,16 @@ TEST_F(ForkServerTest, ExitCodesAreThoseOfPython) {
   EXPECT_THAT(raised.stderr_preview, HasSubstr("ValueError: boom"));
   EXPECT_THAT(raised.stderr_preview, HasSubstr("File \"<code>\", line 1"));
   EXPECT_THAT(raised.stderr_preview, Not(HasSubstr("<string>")));  // no bootstrap frame
+  CommandResult message = RunPython("import sys\nsys.exit('bad input')");
+  EXPECT_EQ(message.exit_code, 1);
+  EXPECT_EQ(message.stderr_preview, "bad input\n");
+  // Exit handlers run and threads finish before the worker ends, as in `python3 -c`.
+  CommandResult handlers = RunPython(
+      "import atexit, threading, time\n"
+      "atexit.register(lambda: print('atexit'))\n"
+      "threading.Thread(target=lambda: (time.sleep(0.2), print('thread'))).start()");
+  EXPECT_EQ(handlers.stdout_preview, "thread\natexit\n");
+  EXPECT_EQ(handlers.exit_code, 0);
 }
 
 TEST_F(ForkServerTest, RedactsSecretsInOutput) {

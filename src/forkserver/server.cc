@@ -29,7 +29,12 @@
 namespace airlock::forkserver {
 namespace {
 
+using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
+
+int64_t Micros(Clock::duration d) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(d).count();
+}
 
 const Logger& Log() {
   static const Logger& logger = GetLogger("forkserver");
@@ -111,6 +116,8 @@ absl::StatusOr<std::unique_ptr<ForkServer>> ForkServer::Start(ForkServerOptions 
     bool ok = st.ok();
     started.set_value(std::move(st));
     if (ok) raw->ServeLoop();
+    raw->finished_.reset();
+    raw->next_.reset();
     raw->StopZygote();
   });
   absl::Status st = started_f.get();
@@ -282,6 +289,7 @@ void ForkServer::ServeConnection(int conn) {
     Log().Info("request refused", {{"error", Message(reply.status())}});
     init::SendFrame(conn, static_cast<uint32_t>(FrameType::kError), EncodeError(reply.status()));
   }
+  AfterReply();
 }
 
 absl::StatusOr<engine::ForkedWorker> ForkServer::Fork(const engine::WorkerLaunch& launch,
@@ -329,23 +337,21 @@ absl::StatusOr<std::string> ForkServer::Run(const std::string& payload) {
   CommandSpec command;
   command.argv = {options_.template_name, "<code>"};
   command.timeout = request.timeout;
-  std::unique_ptr<engine::ForkedSandbox> sb;
   // A zygote found dead before it forked (killed between two requests, or while this one was
   // sent) is replaced and the request tried once more: nothing of it ran yet.
+  auto t0 = Clock::now();
+  std::unique_ptr<engine::ForkedSandbox> sb;
   for (int attempt = 0;; ++attempt) {
     if (!ZygoteAlive()) {
       Log().Warn("zygote gone; starting a new one", {});
       StopZygote();
       RETURN_IF_ERROR(StartZygote(), "restart zygote");
     }
-    engine::SandboxOptions sandbox;
-    sandbox.spec = options_.spec;
-    sandbox.tools_dir = options_.tools_dir;
-    sandbox.run_dir_base = options_.run_dir_base;
-    sandbox.cgroups = options_.cgroups;
-    sandbox.allow_degraded = options_.allow_degraded;
-    ASSIGN_OR_RETURN(sb, engine::ForkedSandbox::Prepare(std::move(sandbox)),
-                     "prepare worker sandbox");
+    if (next_) {
+      sb = std::move(next_);
+    } else {
+      ASSIGN_OR_RETURN(sb, PrepareSandbox(), "prepare worker sandbox");
+    }
     bool zygote_lost = false;
     absl::Status started = sb->Start(command, [&](const engine::WorkerLaunch& launch) {
       return Fork(launch, request.code, &zygote_lost);
@@ -358,9 +364,41 @@ absl::StatusOr<std::string> ForkServer::Run(const std::string& payload) {
     RETURN_IF_ERROR(started, "start worker");
     break;
   }
-  ASSIGN_OR_RETURN(CommandResult result, sb->Wait(), "run worker");
-  RETURN_IF_ERROR(sb->Destroy(), "remove worker sandbox");
-  return ToJson(result).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  auto t1 = Clock::now();
+  absl::StatusOr<CommandResult> result = sb->Wait();
+  auto t2 = Clock::now();
+  finished_ = std::move(sb);  // removed once the reply is out (AfterReply)
+  RETURN_IF_ERROR(result.status(), "run worker");
+  Log().Debug("request served", {{"start_us", Micros(t1 - t0)}, {"run_us", Micros(t2 - t1)}});
+  return ToJson(*result).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+absl::StatusOr<std::unique_ptr<engine::ForkedSandbox>> ForkServer::PrepareSandbox() {
+  engine::SandboxOptions sandbox;
+  sandbox.spec = options_.spec;
+  sandbox.tools_dir = options_.tools_dir;
+  sandbox.run_dir_base = options_.run_dir_base;
+  sandbox.cgroups = options_.cgroups;
+  sandbox.allow_degraded = options_.allow_degraded;
+  return engine::ForkedSandbox::Prepare(std::move(sandbox));
+}
+
+void ForkServer::AfterReply() {
+  if (finished_) {
+    if (absl::Status st = finished_->Destroy(); !st.ok()) {
+      Log().Warn("remove worker sandbox", {{"error", Message(st)}});
+    }
+    finished_.reset();
+  }
+  // The next request's sandbox (plan, cgroup) is made while no one waits for it.
+  if (!next_) {
+    absl::StatusOr<std::unique_ptr<engine::ForkedSandbox>> next = PrepareSandbox();
+    if (next.ok()) {
+      next_ = *std::move(next);
+    } else {
+      Log().Warn("prepare the next worker sandbox", {{"error", Message(next.status())}});
+    }
+  }
 }
 
 }  // namespace airlock::forkserver

@@ -77,6 +77,9 @@ class ForkServer {
   void ServeLoop();
   void ServeConnection(int conn);
   absl::StatusOr<std::string> Run(const std::string& payload);
+  absl::StatusOr<std::unique_ptr<engine::ForkedSandbox>> PrepareSandbox();
+  // Removes the sandbox of the request just answered, and prepares the next one.
+  void AfterReply();
   // Sends one fork request to the zygote and reads its answer; *lost when the zygote is gone.
   absl::StatusOr<engine::ForkedWorker> Fork(const engine::WorkerLaunch& launch,
                                             const std::string& code, bool* lost);
@@ -88,7 +91,8 @@ class ForkServer {
   UniqueFd zygote_pidfd_;
   std::atomic<pid_t> zygote_pid_{-1};
   std::atomic<int> zygote_starts_{0};
-  absl::Status start_status_;
+  std::unique_ptr<engine::ForkedSandbox> next_;      // prepared for the next request
+  std::unique_ptr<engine::ForkedSandbox> finished_;  // the last request's, until its reply is out
   std::thread thread_;
   bool stopped_ = false;
 };

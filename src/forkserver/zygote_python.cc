@@ -36,6 +36,9 @@ using internal::ZygoteFrame;
 
 // Runs in the zygote's __main__ after the preload. serve() returns only in a worker (the code and
 // its environment) or when the fork-server closed the socket (None).
+// A worker ends with os._exit after the exit handlers and a flush, as `python3 -c` would end but
+// without the interpreter's finalisation: tearing down every preloaded module (numpy's included)
+// takes tens of milliseconds, and the process is about to vanish anyway.
 constexpr const char* kBootstrap = R"py(
 import _airlock_zygote
 _request = _airlock_zygote.serve()
@@ -46,15 +49,32 @@ if _request is not None:
     sys.argv = ["-c"]
     _main = types.ModuleType("__main__")
     sys.modules["__main__"] = _main
+    _status = 0
     try:
         exec(compile(_request[0], "<code>", "exec"), _main.__dict__)
-    except SystemExit:
-        raise
+    except SystemExit as e:
+        if e.code is None:
+            _status = 0
+        elif isinstance(e.code, int):
+            _status = e.code & 0xFF
+        else:
+            print(e.code, file=sys.stderr)
+            _status = 1
     except BaseException as e:
         # The traceback starts at the code: this bootstrap's frame is not the caller's business.
         import traceback
         traceback.print_exception(type(e), e, e.__traceback__.tb_next)
-        sys.exit(1)
+        _status = 1
+    if "threading" in sys.modules:
+        sys.modules["threading"]._shutdown()  # non-daemon threads end first, as at exit
+    import atexit
+    atexit._run_exitfuncs()
+    for _stream in (sys.stdout, sys.stderr):
+        try:
+            _stream.flush()
+        except Exception:
+            _status = _status or 120
+    os._exit(_status)
 )py";
 
 int Reply(const ForkReply& reply, int pidfd) {
