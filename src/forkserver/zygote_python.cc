@@ -23,8 +23,12 @@
 #include "forkserver/internal/zygote_protocol.h"
 #include "init/protocol.h"
 
-// The zygote's workers run under seccomp, which refuses the ptrace LeakSanitizer needs at exit.
-extern "C" const char* __asan_default_options() { return "detect_leaks=0"; }
+// In the sanitizer build: the zygote's workers run under seccomp, which refuses the ptrace
+// LeakSanitizer needs at exit; and a worker's crash is the code's (a segfault in ctypes), which
+// must end it by its signal as in the normal build, not as an ASan report.
+extern "C" const char* __asan_default_options() {
+  return "detect_leaks=0:handle_segv=0:handle_sigbus=0:handle_sigfpe=0";
+}
 
 namespace airlock::forkserver {
 namespace {
