@@ -11,8 +11,9 @@
 //                `airlock run` without the CLI process; "first output" is when its first stdout
 //                bytes reached us (ExecOptions::on_output), "total" when Exec returned.
 // The goal (>= 10x) is checked against cold's first output, the smaller of its two figures.
-// Memory: a worker blocked in time.sleep after importing numpy: its PSS and RSS
-// (/proc/PID/smaps_rollup), next to the zygote's RSS and PSS. Needs root and python3-numpy.
+// Memory: a worker blocked in time.sleep after using numpy: its PSS, RSS and private pages
+// (/proc/PID/smaps_rollup; what one more idle worker costs is its private part), next to the
+// zygote's PSS and RSS. Needs root and python3-numpy.
 #include <dirent.h>
 #include <grp.h>
 #include <signal.h>
@@ -52,16 +53,21 @@ double Percentile(std::vector<double> v, double p) {
   return v[static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5)];
 }
 
-// "Pss:" and "Rss:" of /proc/PID/smaps_rollup, in KiB.
-std::pair<long, long> PssRss(pid_t pid) {
+// /proc/PID/smaps_rollup, in KiB.
+struct Memory {
+  long pss = -1, rss = -1, private_kb = 0;
+};
+Memory MemoryOf(pid_t pid) {
   std::ifstream in(fmt::format("/proc/{}/smaps_rollup", pid));
   std::string key;
-  long value = 0, pss = -1, rss = -1;
+  long value = 0;
+  Memory m;
   while (in >> key) {
-    if (key == "Pss:" && in >> value) pss = value;
-    if (key == "Rss:" && in >> value) rss = value;
+    if (key == "Pss:" && in >> value) m.pss = value;
+    if (key == "Rss:" && in >> value) m.rss = value;
+    if ((key == "Private_Clean:" || key == "Private_Dirty:") && in >> value) m.private_kb += value;
   }
-  return {pss, rss};
+  return m;
 }
 
 // Our children other than `except`: the forked workers (CLONE_PARENT makes them ours).
@@ -199,12 +205,13 @@ int Main(int argc, char** argv) {
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // into its sleep
   if (worker > 0) {
-    auto [wpss, wrss] = PssRss(worker);
-    auto [zpss, zrss] = PssRss(zygote);
-    std::printf("idle worker (numpy imported, in time.sleep): PSS %.1f MiB, RSS %.1f MiB\n",
-                wpss / 1024.0, wrss / 1024.0);
-    std::printf("zygote (preload import numpy):               RSS %.1f MiB, PSS %.1f MiB\n",
-                zrss / 1024.0, zpss / 1024.0);
+    Memory w = MemoryOf(worker);
+    Memory z = MemoryOf(zygote);
+    std::printf(
+        "idle worker (numpy used, in time.sleep): PSS %.1f MiB, RSS %.1f MiB, private %.1f MiB\n",
+        w.pss / 1024.0, w.rss / 1024.0, w.private_kb / 1024.0);
+    std::printf("zygote (preload import numpy):           PSS %.1f MiB, RSS %.1f MiB\n",
+                z.pss / 1024.0, z.rss / 1024.0);
     kill(worker, SIGKILL);
   } else {
     std::printf("idle worker: not found\n");

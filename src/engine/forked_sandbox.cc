@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <optional>
 #include <tuple>
 
@@ -45,7 +46,7 @@ const Logger& Log() {
 struct ForkedSandbox::Plan {
   internal::WorkerPlan worker;
   std::vector<UniqueFd> owned_fds;  // idmapped mounts, cgroup entry
-  UniqueFd sync_r, sync_w, error_r, error_w, in_r, out_w, err_w;
+  UniqueFd sync_r, sync_w, error_r, error_w, in_r, out_w, err_w, status_w;
   uid_t host_uid = 0;
   gid_t host_gid = 0;
 };
@@ -146,6 +147,7 @@ absl::Status ForkedSandbox::Start(const CommandSpec& command, const ForkFn& fork
   RETURN_IF_ERROR(make_pipe(plan.error_r, plan.error_w));
   RETURN_IF_ERROR(make_pipe(out_r_, plan.out_w));
   RETURN_IF_ERROR(make_pipe(err_r_, plan.err_w));
+  RETURN_IF_ERROR(make_pipe(status_r_, plan.status_w));
   plan.in_r.Reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   kill_event_.Reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!plan.in_r || !kill_event_) return ErrnoStatus(errno, "worker descriptors");
@@ -153,6 +155,7 @@ absl::Status ForkedSandbox::Start(const CommandSpec& command, const ForkFn& fork
   ::fcntl(plan.err_w.get(), F_SETPIPE_SZ, 1 << 20);
   ::fcntl(out_r_.get(), F_SETFL, O_NONBLOCK);
   ::fcntl(err_r_.get(), F_SETFL, O_NONBLOCK);
+  ::fcntl(status_r_.get(), F_SETFL, O_NONBLOCK);
 
   internal::WorkerPlan& w = plan.worker;
   w.setup.sync_fd = plan.sync_r.get();
@@ -160,6 +163,7 @@ absl::Status ForkedSandbox::Start(const CommandSpec& command, const ForkFn& fork
   w.stdio[0] = plan.in_r.get();
   w.stdio[1] = plan.out_w.get();
   w.stdio[2] = plan.err_w.get();
+  w.status_fd = plan.status_w.get();
   WorkerLaunch launch;
   launch.plan = internal::EncodeWorkerPlan(w, &launch.fds);
   launch.env = CommandEnv(options_.spec, command, 0);
@@ -171,6 +175,7 @@ absl::Status ForkedSandbox::Start(const CommandSpec& command, const ForkFn& fork
   plan.in_r.Reset();
   plan.out_w.Reset();
   plan.err_w.Reset();
+  plan.status_w.Reset();
   plan.owned_fds.clear();
 
   RETURN_IF_ERROR(WriteIdMaps(worker_.pid, worker_.pidfd.get(), w.setup.uid, w.setup.gid,
@@ -216,6 +221,10 @@ absl::StatusOr<CommandResult> ForkedSandbox::Wait() {
   auto deadline = t_start_ + timeout;
   bool out_eof = false, err_eof = false, exited = false, killed = false, output_killed = false;
   bool cpu_exceeded = false;
+  // The exit code the worker reported just before its _exit, with its output closed: enough to
+  // answer without waiting for the teardown of its namespaces (Destroy reaps it).
+  std::optional<int32_t> reported;
+  std::string status_bytes;
   Clock::time_point exit_time;
   auto kill_tree = [&] {
     if (killed) return;
@@ -225,12 +234,12 @@ absl::StatusOr<CommandResult> ForkedSandbox::Wait() {
     }
   };
   for (;;) {
-    if (exited && out_eof && err_eof) break;
+    if ((exited || reported) && out_eof && err_eof) break;
     // The worker is PID 1 of its namespace: its exit took every process it started along, so
     // only an inherited pipe end in a dying child can hold the pipes open for a moment.
-    if (exited && Clock::now() - exit_time > milliseconds(200)) break;
-    struct pollfd p[4];
-    int np = 0, idx_out = -1, idx_err = -1, idx_exit = -1, idx_kill = -1;
+    if ((exited || reported) && Clock::now() - exit_time > milliseconds(200)) break;
+    struct pollfd p[5];
+    int np = 0, idx_out = -1, idx_err = -1, idx_exit = -1, idx_kill = -1, idx_status = -1;
     if (!out_eof) {
       idx_out = np;
       p[np++] = {out_r_.get(), POLLIN, 0};
@@ -246,6 +255,10 @@ absl::StatusOr<CommandResult> ForkedSandbox::Wait() {
     if (!killed) {
       idx_kill = np;
       p[np++] = {kill_event_.get(), POLLIN, 0};
+    }
+    if (!reported && status_r_) {
+      idx_status = np;
+      p[np++] = {status_r_.get(), POLLIN, 0};
     }
     auto wait = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
     int poll_ms = exited ? 20 : static_cast<int>(std::clamp<int64_t>(wait.count(), 0, 100));
@@ -263,7 +276,19 @@ absl::StatusOr<CommandResult> ForkedSandbox::Wait() {
       if (idx_kill >= 0 && p[idx_kill].revents) kill_tree();
       if (idx_exit >= 0 && p[idx_exit].revents) {
         exited = true;
-        exit_time = Clock::now();
+        if (!reported) exit_time = Clock::now();
+      }
+      if (idx_status >= 0 && p[idx_status].revents) {
+        char buf[8];
+        ssize_t n = ::read(status_r_.get(), buf, sizeof(buf));
+        if (n > 0) status_bytes.append(buf, static_cast<size_t>(n));
+        if (status_bytes.size() >= sizeof(int32_t) && !killed) {
+          int32_t code;
+          std::memcpy(&code, status_bytes.data(), sizeof(code));
+          reported = code;
+          if (!exited) exit_time = Clock::now();
+        }
+        if (n == 0 || status_bytes.size() >= sizeof(int32_t)) status_r_.Reset();
       }
     }
     if (capture.truncated() && !output_killed &&
@@ -271,7 +296,7 @@ absl::StatusOr<CommandResult> ForkedSandbox::Wait() {
       output_killed = true;
       kill_tree();
     }
-    if (!exited && Clock::now() >= deadline && !result.timed_out) {
+    if (!exited && !reported && Clock::now() >= deadline && !result.timed_out) {
       result.timed_out = true;
       kill_tree();
     }
@@ -283,19 +308,23 @@ absl::StatusOr<CommandResult> ForkedSandbox::Wait() {
       }
     }
   }
-  siginfo_t info = {};
-  if (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(worker_.pidfd.get()), &info,
-               WEXITED) != 0) {
-    return ErrnoStatus(errno, "reap worker");
-  }
-  reaped_ = true;
-  result.duration_ms = std::chrono::duration_cast<milliseconds>(exit_time - t_start_).count();
-  if (info.si_code == CLD_EXITED) {
-    result.exit_code = info.si_status;
+  if (reported && !exited) {
+    result.exit_code = *reported;
   } else {
-    result.exit_code = -1;
-    result.signal = info.si_status;
+    siginfo_t info = {};
+    if (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(worker_.pidfd.get()), &info,
+                 WEXITED) != 0) {
+      return ErrnoStatus(errno, "reap worker");
+    }
+    reaped_ = true;
+    if (info.si_code == CLD_EXITED) {
+      result.exit_code = info.si_status;
+    } else {
+      result.exit_code = -1;
+      result.signal = info.si_status;
+    }
   }
+  result.duration_ms = std::chrono::duration_cast<milliseconds>(exit_time - t_start_).count();
   ASSIGN_OR_RETURN(CgroupStats stats, cgroup_->Stats(), "read worker usage");
   FillResult(stats, capture, output_killed, cpu_exceeded, result);
   if (result.signal == SIGSYS) {

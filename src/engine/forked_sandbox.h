@@ -76,7 +76,9 @@ class ForkedSandbox {
   // Runs the worker's capture loop on the calling thread: output (counted, hashed, kept up to
   // maxLogBytes, redacted previews), the deadline (`timeout`, else the spec's command timeout;
   // the worker's cgroup is killed and the result says timed_out), limits; then reaps it and
-  // returns its CommandResult (classification as in docs/engine.md). Call once, after Start.
+  // returns its CommandResult (classification as in docs/engine.md). A worker that wrote its exit
+  // code to its fd 3 (an int32) and closed its stdout and stderr is answered at once, with that
+  // code; Destroy then kills and reaps it. Call once, after Start.
   absl::StatusOr<CommandResult> Wait();
 
   // Kills the worker (its cgroup) from any thread; Wait reports it killed.
@@ -99,7 +101,7 @@ class ForkedSandbox {
   std::unique_ptr<Plan> plan_;
   CommandSpec command_;
   ForkedWorker worker_;
-  UniqueFd out_r_, err_r_, kill_event_;
+  UniqueFd out_r_, err_r_, status_r_, kill_event_;
   std::chrono::steady_clock::time_point t_start_;
   bool reaped_ = false;
   bool destroyed_ = false;

@@ -78,6 +78,14 @@ if _request is not None:
             _stream.flush()
         except Exception:
             _status = _status or 120
+    # Output closed, then the exit code on fd 3: the server answers without waiting for the
+    # teardown of the worker's namespaces.
+    try:
+        os.close(1)
+        os.close(2)
+        os.write(3, _status.to_bytes(4, sys.byteorder, signed=True))
+    except OSError:
+        pass
     os._exit(_status)
 )py";
 
@@ -197,6 +205,9 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "airlock-zygote-python: the preload failed (traceback above)\n");
     return 3;
   }
+  // Everything the preload made moves to the collector's permanent generation: a worker's
+  // collections then never walk (and so never write to, and copy) the zygote's objects.
+  if (PyRun_SimpleString("import gc\ngc.freeze()") != 0) return 3;
   absl::StatusOr<int> threads = engine::ThreadCount();
   if (!threads.ok() || *threads != 1) {
     std::fprintf(stderr,

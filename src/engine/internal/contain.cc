@@ -175,9 +175,15 @@ void EnterWorker(WorkerPlan* worker) {
   for (int fd = 0; fd < 3; ++fd) {
     Check(p, Step::kWorkerStdio, Errno(::dup2(worker->stdio[fd], fd) < 0 ? -1 : 0));
   }
-  int error_fd = ::fcntl(p.error_fd, F_DUPFD_CLOEXEC, 3);
+  // The error pipe goes above every descriptor we keep, the status pipe to fd 3.
+  int error_fd = ::fcntl(p.error_fd, F_DUPFD_CLOEXEC, 4);
   if (error_fd < 0) Die(p, Step::kWorkerStdio, -1, errno);
-  ::close_range(3, static_cast<unsigned>(error_fd) - 1, 0);
+  int keep_from = 3;
+  if (worker->status_fd >= 0) {
+    Check(p, Step::kWorkerStdio, Errno(::dup2(worker->status_fd, 3) < 0 ? -1 : 0));
+    keep_from = 4;
+  }
+  if (error_fd > keep_from) ::close_range(keep_from, static_cast<unsigned>(error_fd) - 1, 0);
   ::close_range(static_cast<unsigned>(error_fd) + 1, ~0U, 0);
   worker->setup.error_fd = error_fd;
   ::setsid();

@@ -143,6 +143,9 @@ void Contain(SetupPlan* plan);
 struct WorkerPlan {
   SetupPlan setup;  // setup.control_fd and init_path are unused
   int stdio[3] = {-1, -1, -1};
+  // Becomes the worker's fd 3: where its program writes its exit code (an int32) just before it
+  // exits, so the host can answer without waiting for the process's teardown. -1: none.
+  int status_fd = -1;
   std::string workdir = "/sandbox/workspace";
   std::vector<init::Rlimit> rlimits;
   std::string seccomp_filter;  // the engine's profile (raw struct sock_filter[])
@@ -150,7 +153,8 @@ struct WorkerPlan {
   int cgroup_fd = -1;          // cgroup v2: clone3(CLONE_INTO_CGROUP) target; -1 on v1
 };
 
-// Contain(), then stdio on the worker's pipes, every other descriptor closed, a new session,
+// Contain(), then stdio on the worker's pipes, the status pipe on fd 3, every other descriptor
+// closed, a new session,
 // the working directory, rlimits and the seccomp filters (profile and policy, as airlock-init
 // installs them), and the error pipe closed (EOF: contained). Returns into the caller, which
 // runs the code; on a failure, writes a ChildError and _exits.

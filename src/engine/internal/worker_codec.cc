@@ -60,6 +60,7 @@ std::string EncodeWorkerPlan(const WorkerPlan& worker, std::vector<int>* fds) {
   Fd(w, p.sync_fd, fds);
   Fd(w, p.error_fd, fds);
   for (int fd : worker.stdio) Fd(w, fd, fds);
+  Fd(w, worker.status_fd, fds);
   w.Bytes(worker.workdir);
   w.U32(static_cast<uint32_t>(worker.rlimits.size()));
   for (const init::Rlimit& r : worker.rlimits) {
@@ -117,6 +118,7 @@ bool DecodeWorkerPlan(std::string_view payload, const int* fds, int nfds, Worker
   for (int& fd : worker->stdio) {
     if (!Fd(r, fds, nfds, &fd)) return false;
   }
+  if (!Fd(r, fds, nfds, &worker->status_fd)) return false;
   worker->workdir = r.Bytes();
   uint32_t limits = r.U32();
   if (!r.ok() || limits > kMaxItems) return false;
