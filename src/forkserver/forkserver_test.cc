@@ -192,6 +192,21 @@ TEST_F(ForkServerTest, CrashingWorkerLeavesZygoteAndNextRequestAlone) {
   EXPECT_EQ(RunPython("print(6 * 7)").stdout_preview, "42\n");
 }
 
+TEST_F(ForkServerTest, WorkerThatReportsAndLingersIsStillKilled) {
+  StartServer();
+  // The code reports an exit code on the status pipe, closes its output and keeps running: the
+  // reply comes with that code at once, and the worker is killed and reaped after it (TearDown
+  // finds no cgroup left; the next request runs).
+  auto t0 = std::chrono::steady_clock::now();
+  CommandResult r = RunPython(
+      "import os, sys, time\nprint('early', flush=True)\n"
+      "os.close(1); os.close(2)\nos.write(3, (5).to_bytes(4, sys.byteorder))\ntime.sleep(60)");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
+  EXPECT_EQ(r.exit_code, 5);
+  EXPECT_EQ(r.stdout_preview, "early\n");
+  EXPECT_EQ(RunPython("print('next')").stdout_preview, "next\n");
+}
+
 TEST_F(ForkServerTest, KilledZygoteIsRecreated) {
   StartServer();
   pid_t zygote = server_->zygote_pid();
