@@ -180,6 +180,44 @@ TEST_F(ForkServerTest, WorkerIsAloneInItsPidNamespace) {
   EXPECT_EQ(r.stdout_preview, "1 [1]\nkill 3\nptrace -1 1\nuid 10001 10001\n") << r.stderr_preview;
 }
 
+TEST_F(ForkServerTest, ConcurrentWorkersRunSideBySideAndCannotSeeEachOther) {
+  StartServer();
+  // Two requests at once: both run within the same second (each sleeps 1.5 s), and each worker
+  // sees only itself in /proc while the other is alive.
+  const std::string code =
+      "import os, time\ntime.sleep(1.5)\n"
+      "print(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))";
+  CommandResult results[2];
+  auto t0 = std::chrono::steady_clock::now();
+  std::thread a([&] { results[0] = RunPython(code); });
+  std::thread b([&] { results[1] = RunPython(code); });
+  a.join();
+  b.join();
+  auto took = std::chrono::steady_clock::now() - t0;
+  for (const CommandResult& r : results) {
+    EXPECT_EQ(r.stdout_preview, "[1]\n") << r.stderr_preview;
+    EXPECT_EQ(r.classification, Classification::kOk);
+  }
+  EXPECT_LT(took, std::chrono::milliseconds(2900)) << "the two requests ran one after the other";
+}
+
+TEST_F(ForkServerTest, StopKillsRunningWorkers) {
+  StartServer();
+  absl::StatusOr<CommandResult> r;
+  std::thread client([&] {
+    r = forkserver::Run(dir_ + "/fs.sock",
+                        {.template_name = "python", .code = "import time\ntime.sleep(60)"});
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  auto t0 = std::chrono::steady_clock::now();
+  server_->Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+  client.join();
+  // The worker was killed (its result says so) and nothing of it is left (TearDown).
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->signal, SIGKILL);
+}
+
 TEST_F(ForkServerTest, CrashingWorkerLeavesZygoteAndNextRequestAlone) {
   StartServer();
   pid_t zygote = server_->zygote_pid();

@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <cstring>
 #include <future>
+#include <mutex>
 
 #include "command/command.h"
 #include "common/logging.h"
@@ -104,7 +105,8 @@ absl::StatusOr<std::unique_ptr<ForkServer>> ForkServer::Start(ForkServerOptions 
   }
   if (::listen(server->listen_.get(), 64) != 0) return fail(ErrnoStatus(errno, "listen"));
   server->stop_event_.Reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (!server->stop_event_) return fail(ErrnoStatus(errno, "eventfd"));
+  server->wake_event_.Reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!server->stop_event_ || !server->wake_event_) return fail(ErrnoStatus(errno, "eventfd"));
 
   // The zygote is started by the serving thread: the workers' parent-death signal follows the
   // thread that started their zygote.
@@ -116,9 +118,7 @@ absl::StatusOr<std::unique_ptr<ForkServer>> ForkServer::Start(ForkServerOptions 
     bool ok = st.ok();
     started.set_value(std::move(st));
     if (ok) raw->ServeLoop();
-    raw->finished_.reset();
-    raw->next_.reset();
-    raw->StopZygote();
+    raw->Shutdown();
   });
   absl::Status st = started_f.get();
   if (!st.ok()) {
@@ -242,20 +242,96 @@ bool ForkServer::ZygoteAlive() {
   return zygote_pidfd_ && zygote_sock_ && !WaitReadable(zygote_pidfd_.get(), milliseconds(0));
 }
 
+void ForkServer::Wake() {
+  uint64_t one = 1;
+  (void)!::write(wake_event_.get(), &one, sizeof(one));
+}
+
 void ForkServer::ServeLoop() {
   for (;;) {
-    struct pollfd p[2] = {{listen_.get(), POLLIN, 0}, {stop_event_.get(), POLLIN, 0}};
-    if (::poll(p, 2, -1) < 0) {
+    bool room;
+    {
+      std::lock_guard lock(mu_);
+      room = active_ < options_.max_concurrent;
+    }
+    struct pollfd p[3] = {{stop_event_.get(), POLLIN, 0},
+                          {wake_event_.get(), POLLIN, 0},
+                          {room ? listen_.get() : -1, POLLIN, 0}};
+    if (::poll(p, 3, -1) < 0) {
       if (errno == EINTR) continue;
       Log().Error("poll", {{"error", std::strerror(errno)}});
       return;
     }
-    if (p[1].revents) return;
-    if (!(p[0].revents & POLLIN)) continue;
-    UniqueFd conn(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
-    if (!conn) continue;
-    ServeConnection(conn.get());
+    if (p[0].revents) return;
+    if (p[1].revents) {
+      uint64_t n;
+      (void)!::read(wake_event_.get(), &n, sizeof(n));
+      bool restart;
+      {
+        std::lock_guard lock(mu_);
+        restart = restart_requested_;
+      }
+      if (restart) {
+        // Here, on this thread: the zygote's and its workers' parent-death signal follow it.
+        absl::Status st;
+        {
+          std::lock_guard zlock(zygote_mu_);
+          if (!ZygoteAlive()) {
+            Log().Warn("zygote gone; starting a new one", {});
+            StopZygote();
+            st = StartZygote();
+          }
+        }
+        std::lock_guard lock(mu_);
+        restart_requested_ = false;
+        restart_status_ = st;
+        ++restart_generation_;
+        cv_.notify_all();
+      }
+    }
+    if (room && (p[2].revents & POLLIN)) {
+      int conn = ::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC);
+      if (conn < 0) continue;
+      {
+        std::lock_guard lock(mu_);
+        ++active_;
+      }
+      std::thread([this, conn] {
+        ServeConnection(conn);
+        ::close(conn);
+        std::lock_guard lock(mu_);
+        --active_;
+        cv_.notify_all();
+        Wake();  // there may be room to accept again
+      }).detach();
+    }
   }
+}
+
+void ForkServer::Shutdown() {
+  std::unique_lock lock(mu_);
+  stopping_ = true;
+  for (engine::ForkedSandbox* sb : running_) sb->Kill();
+  cv_.notify_all();
+  cv_.wait(lock, [this] { return active_ == 0; });
+  next_.reset();
+  lock.unlock();
+  std::lock_guard zlock(zygote_mu_);
+  StopZygote();
+}
+
+absl::Status ForkServer::EnsureZygote() {
+  {
+    std::lock_guard zlock(zygote_mu_);
+    if (ZygoteAlive()) return absl::OkStatus();
+  }
+  std::unique_lock lock(mu_);
+  uint64_t generation = restart_generation_;
+  restart_requested_ = true;
+  Wake();
+  cv_.wait(lock, [&] { return restart_generation_ != generation || stopping_; });
+  if (stopping_) return Unavailable("the fork-server is stopping");
+  return restart_status_;
 }
 
 void ForkServer::ServeConnection(int conn) {
@@ -270,6 +346,7 @@ void ForkServer::ServeConnection(int conn) {
   int err = init::ReceiveFrame(conn, &type, &payload, fds, &nfds);
   for (int i = 0; i < nfds; ++i) ::close(fds[i]);
   absl::StatusOr<std::string> reply;
+  std::unique_ptr<engine::ForkedSandbox> used;
   if (err == EMSGSIZE) {
     reply = InvalidArgument(fmt::format("request: frame larger than {} bytes", init::kMaxPayload));
   } else if (err != 0) {
@@ -280,7 +357,7 @@ void ForkServer::ServeConnection(int conn) {
     reply = InvalidArgument(fmt::format("request: {} bytes, more than the limit of {}",
                                         payload.size(), kMaxRequestBytes));
   } else {
-    reply = Run(payload);
+    reply = Run(payload, &used);
   }
   // The worker may have run for a while: the reply gets its own send deadline.
   if (reply.ok()) {
@@ -289,7 +366,7 @@ void ForkServer::ServeConnection(int conn) {
     Log().Info("request refused", {{"error", Message(reply.status())}});
     init::SendFrame(conn, static_cast<uint32_t>(FrameType::kError), EncodeError(reply.status()));
   }
-  AfterReply();
+  AfterReply(std::move(used));
 }
 
 absl::StatusOr<engine::ForkedWorker> ForkServer::Fork(const engine::WorkerLaunch& launch,
@@ -299,6 +376,12 @@ absl::StatusOr<engine::ForkedWorker> ForkServer::Fork(const engine::WorkerLaunch
                                 init::kMaxFds));
   }
   std::string frame = internal::EncodeForkRequest({launch.plan, launch.env, code});
+  // One fork at a time: the zygote answers requests in order.
+  std::lock_guard zlock(zygote_mu_);
+  if (!zygote_sock_) {
+    *lost = true;
+    return Unavailable("the zygote is gone; a new one is started for the next request");
+  }
   if (init::SendFrame(zygote_sock_.get(), static_cast<uint32_t>(internal::ZygoteFrame::kFork),
                       frame, launch.fds.data(), static_cast<int>(launch.fds.size())) != 0) {
     *lost = true;
@@ -317,6 +400,7 @@ absl::StatusOr<engine::ForkedWorker> ForkServer::Fork(const engine::WorkerLaunch
   if (err != 0 || type != static_cast<uint32_t>(internal::ZygoteFrame::kForked) ||
       !internal::DecodeForkReply(payload, &reply)) {
     *lost = true;
+    zygote_sock_.Reset();  // out of step with us: ZygoteAlive is false until it is replaced
     return Unavailable(
         "the zygote died or did not answer while forking; a new one is started for the next "
         "request");
@@ -326,7 +410,8 @@ absl::StatusOr<engine::ForkedWorker> ForkServer::Fork(const engine::WorkerLaunch
   return engine::ForkedWorker{reply.pid, std::move(received[0])};
 }
 
-absl::StatusOr<std::string> ForkServer::Run(const std::string& payload) {
+absl::StatusOr<std::string> ForkServer::Run(const std::string& payload,
+                                            std::unique_ptr<engine::ForkedSandbox>* used) {
   ASSIGN_OR_RETURN(RunRequest request, DecodeRunRequest(payload));
   if (request.template_name != options_.template_name) {
     return InvalidArgument(
@@ -342,14 +427,12 @@ absl::StatusOr<std::string> ForkServer::Run(const std::string& payload) {
   auto t0 = Clock::now();
   std::unique_ptr<engine::ForkedSandbox> sb;
   for (int attempt = 0;; ++attempt) {
-    if (!ZygoteAlive()) {
-      Log().Warn("zygote gone; starting a new one", {});
-      StopZygote();
-      RETURN_IF_ERROR(StartZygote(), "restart zygote");
-    }
-    if (next_) {
+    RETURN_IF_ERROR(EnsureZygote(), "restart zygote");
+    {
+      std::lock_guard lock(mu_);
       sb = std::move(next_);
-    } else {
+    }
+    if (!sb) {
       ASSIGN_OR_RETURN(sb, PrepareSandbox(), "prepare worker sandbox");
     }
     bool zygote_lost = false;
@@ -357,7 +440,6 @@ absl::StatusOr<std::string> ForkServer::Run(const std::string& payload) {
       return Fork(launch, request.code, &zygote_lost);
     });
     if (zygote_lost) {
-      StopZygote();
       (void)sb->Destroy();
       if (attempt == 0) continue;
     }
@@ -365,9 +447,18 @@ absl::StatusOr<std::string> ForkServer::Run(const std::string& payload) {
     break;
   }
   auto t1 = Clock::now();
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) sb->Kill();
+    running_.insert(sb.get());
+  }
   absl::StatusOr<CommandResult> result = sb->Wait();
+  {
+    std::lock_guard lock(mu_);
+    running_.erase(sb.get());
+  }
   auto t2 = Clock::now();
-  finished_ = std::move(sb);  // removed once the reply is out (AfterReply)
+  *used = std::move(sb);  // removed once the reply is out (AfterReply)
   RETURN_IF_ERROR(result.status(), "run worker");
   Log().Debug("request served", {{"start_us", Micros(t1 - t0)}, {"run_us", Micros(t2 - t1)}});
   return ToJson(*result).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -383,22 +474,24 @@ absl::StatusOr<std::unique_ptr<engine::ForkedSandbox>> ForkServer::PrepareSandbo
   return engine::ForkedSandbox::Prepare(std::move(sandbox));
 }
 
-void ForkServer::AfterReply() {
-  if (finished_) {
-    if (absl::Status st = finished_->Destroy(); !st.ok()) {
+void ForkServer::AfterReply(std::unique_ptr<engine::ForkedSandbox> used) {
+  if (used) {
+    if (absl::Status st = used->Destroy(); !st.ok()) {
       Log().Warn("remove worker sandbox", {{"error", Message(st)}});
     }
-    finished_.reset();
   }
   // The next request's sandbox (plan, cgroup) is made while no one waits for it.
-  if (!next_) {
-    absl::StatusOr<std::unique_ptr<engine::ForkedSandbox>> next = PrepareSandbox();
-    if (next.ok()) {
-      next_ = *std::move(next);
-    } else {
-      Log().Warn("prepare the next worker sandbox", {{"error", Message(next.status())}});
-    }
+  {
+    std::lock_guard lock(mu_);
+    if (next_ || stopping_) return;
   }
+  absl::StatusOr<std::unique_ptr<engine::ForkedSandbox>> next = PrepareSandbox();
+  if (!next.ok()) {
+    Log().Warn("prepare the next worker sandbox", {{"error", Message(next.status())}});
+    return;
+  }
+  std::lock_guard lock(mu_);
+  if (!next_ && !stopping_) next_ = *std::move(next);  // else ours is destroyed on return
 }
 
 }  // namespace airlock::forkserver

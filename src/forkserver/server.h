@@ -10,8 +10,9 @@
 // The zygote is re-created when it dies: a request in flight then gets an Unavailable error
 // (its worker, the server's child, is not affected), the next one a new zygote.
 //
-// Threads: one internal thread accepts and serves requests one at a time (it also starts the
-// zygote: the workers' parent-death signal follows it). Start and Stop from one thread.
+// Threads: one internal thread accepts connections and (re)starts the zygote (the workers'
+// parent-death signal follows it); each connection is served on a thread of its own, up to
+// max_concurrent at once; forks are serialised at the zygote. Start and Stop from one thread.
 #ifndef AIRLOCK_FORKSERVER_SERVER_H_
 #define AIRLOCK_FORKSERVER_SERVER_H_
 
@@ -19,8 +20,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -49,6 +54,8 @@ struct ForkServerOptions {
   std::string run_dir_base;  // empty: the engine's default
   std::vector<std::string> allow_degraded;
   std::chrono::milliseconds zygote_start_timeout{60000};
+  // Requests served at once (each in its own worker); more connections wait in the backlog.
+  int max_concurrent = 4;
 };
 
 class ForkServer {
@@ -74,12 +81,17 @@ class ForkServer {
   absl::Status StartZygote();
   void StopZygote();
   bool ZygoteAlive();
-  void ServeLoop();
+  void ServeLoop();  // the internal thread
+  void Wake();       // wakes ServeLoop
+  void Shutdown();   // kills running workers, waits for the handlers, stops the zygote
+  // The zygote, alive: restarted by ServeLoop's thread if it died (blocks until it did).
+  absl::Status EnsureZygote();
   void ServeConnection(int conn);
-  absl::StatusOr<std::string> Run(const std::string& payload);
+  absl::StatusOr<std::string> Run(const std::string& payload,
+                                  std::unique_ptr<engine::ForkedSandbox>* used);
   absl::StatusOr<std::unique_ptr<engine::ForkedSandbox>> PrepareSandbox();
   // Removes the sandbox of the request just answered, and prepares the next one.
-  void AfterReply();
+  void AfterReply(std::unique_ptr<engine::ForkedSandbox> used);
   // Sends one fork request to the zygote and reads its answer; *lost when the zygote is gone.
   absl::StatusOr<engine::ForkedWorker> Fork(const engine::WorkerLaunch& launch,
                                             const std::string& code, bool* lost);
@@ -91,8 +103,17 @@ class ForkServer {
   UniqueFd zygote_pidfd_;
   std::atomic<pid_t> zygote_pid_{-1};
   std::atomic<int> zygote_starts_{0};
-  std::unique_ptr<engine::ForkedSandbox> next_;      // prepared for the next request
-  std::unique_ptr<engine::ForkedSandbox> finished_;  // the last request's, until its reply is out
+  UniqueFd wake_event_;
+  std::mutex zygote_mu_;  // zygote_sock_ and zygote_pidfd_; held for a fork's round trip
+  std::mutex mu_;         // what follows
+  std::condition_variable cv_;
+  int active_ = 0;  // connections being served
+  bool stopping_ = false;
+  bool restart_requested_ = false;
+  uint64_t restart_generation_ = 0;
+  absl::Status restart_status_;
+  std::set<engine::ForkedSandbox*> running_;     // killed by Shutdown
+  std::unique_ptr<engine::ForkedSandbox> next_;  // prepared for the next request
   std::thread thread_;
   bool stopped_ = false;
 };
