@@ -30,6 +30,7 @@ struct ServeFlags {
   std::string socket_group;
   std::vector<std::string> allow_degraded;
   std::string tools_dir;
+  int max_concurrent = 4;
 };
 
 struct RunFlags {
@@ -84,6 +85,7 @@ int Serve(const ServeFlags& f) {
   options.cgroups = cgroups->get();
   options.tools_dir = f.tools_dir;
   options.allow_degraded = f.allow_degraded;
+  options.max_concurrent = f.max_concurrent;
 
   // SIGINT and SIGTERM stop the server cleanly (zygote killed, socket removed).
   sigset_t mask;
@@ -147,6 +149,8 @@ void AddForkServerCommands(CLI::App& app, int* exit_code) {
                  "Run workers even if this protection is missing (as `airlock run`)")
       ->delimiter(',')
       ->allow_extra_args(false);
+  fs->add_option("--max-concurrent", serve->max_concurrent, "Requests served at once (default 4)")
+      ->check(CLI::Range(1, 256));
   fs->add_option("--tools-dir", serve->tools_dir,
                  "Where airlock-init and airlock-zygote-* are (default: next to airlock)");
 
