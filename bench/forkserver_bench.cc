@@ -104,8 +104,7 @@ int Main(int argc, char** argv) {
     return 2;
   }
   setgroups(0, nullptr);
-  engine::CgroupOptions cg;
-  cg.base = "airlock-bench";
+  engine::CgroupOptions cg;  // the default base, as airlock run's
   auto cgroups = engine::CgroupDriver::Detect(cg);
   if (!cgroups.ok()) {
     std::fprintf(stderr, "cgroups: %s\n", std::string(cgroups.status().message()).c_str());

@@ -4,6 +4,7 @@
 #include "forkserver/server.h"
 
 #include <dirent.h>
+#include <glob.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -55,6 +56,13 @@ class ForkServerTest : public engine::testing::SandboxTest {
     auto runs = ListDir(dir_ + "/run");
     EXPECT_TRUE(runs.empty()) << "run directories left behind: " << runs.size();
     ASSERT_TRUE(RemoveTree(dir_).ok());
+    // The base cgroup of this suite, now empty, in every hierarchy (v1) or the one (v2).
+    glob_t g = {};
+    if (glob("/sys/fs/cgroup/*/airlock-test/forkserver", 0, nullptr, &g) == 0) {
+      for (size_t i = 0; i < g.gl_pathc; ++i) rmdir(g.gl_pathv[i]);
+    }
+    globfree(&g);
+    rmdir("/sys/fs/cgroup/airlock-test/forkserver");
   }
 
   static std::vector<std::string> ListDir(const std::string& path) {
