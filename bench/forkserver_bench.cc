@@ -119,6 +119,7 @@ int Main(int argc, char** argv) {
   forkserver::ForkServerOptions options;
   options.template_name = "python";
   options.preload = "import numpy";
+  options.zygote_path = AIRLOCK_BENCH_ZYGOTE;
   options.socket_path = dir + "/fs.sock";
   options.spec = spec;
   options.cgroups = cgroups->get();

@@ -152,7 +152,7 @@ void AddForkServerCommands(CLI::App& app, int* exit_code) {
   fs->add_option("--max-concurrent", serve->max_concurrent, "Requests served at once (default 4)")
       ->check(CLI::Range(1, 256));
   fs->add_option("--tools-dir", serve->tools_dir,
-                 "Where airlock-init and airlock-zygote-* are (default: next to airlock)");
+                 "Where airlock-init is (default: as airlock run)");
 
   CLI::App* r = fs->add_subcommand("run", "Run code on a fork-server and print its output");
   r->add_option("--socket", run->socket, "The fork-server's socket")->required();

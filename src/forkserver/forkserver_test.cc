@@ -84,6 +84,7 @@ class ForkServerTest : public engine::testing::SandboxTest {
     o.spec = std::move(spec);
     o.cgroups = cgroups_.get();
     o.tools_dir = AIRLOCK_TEST_TOOLS_DIR;
+    o.zygote_path = AIRLOCK_TEST_ZYGOTE;
     o.run_dir_base = dir_ + "/run";
     return o;
   }

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <future>
 #include <mutex>
@@ -67,8 +68,11 @@ absl::StatusOr<std::unique_ptr<ForkServer>> ForkServer::Start(ForkServerOptions 
   RETURN_IF_ERROR(engine::ForkedSandbox::CheckSpec(options.spec), "spec");
   if (options.tools_dir.empty()) options.tools_dir = engine::DefaultToolsDir();
   if (options.zygote_path.empty()) {
+    char exe[PATH_MAX];
+    ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    std::string dir = n > 0 ? std::string(exe, static_cast<size_t>(n)) : std::string("/usr/bin/");
     options.zygote_path =
-        fmt::format("{}/airlock-zygote-{}", options.tools_dir, options.template_name);
+        fmt::format("{}/airlock-zygote-{}", dir.substr(0, dir.rfind('/')), options.template_name);
   }
   if (::access(options.zygote_path.c_str(), X_OK) != 0) {
     return ErrnoStatus(errno, fmt::format("zygote program {}", options.zygote_path));

@@ -49,8 +49,10 @@ struct ForkServerOptions {
   std::optional<gid_t> socket_group;        // sidecar use: the agent's group may connect
   spec::SandboxSpec spec;                   // effective and validated; every worker's sandbox
   engine::CgroupDriver* cgroups = nullptr;  // not owned; required
-  std::string tools_dir;     // airlock-init's directory (engine::DefaultToolsDir when empty)
-  std::string zygote_path;   // empty: <tools_dir>/airlock-zygote-<template>
+  std::string tools_dir;  // airlock-init's directory (engine::DefaultToolsDir when empty)
+  // The zygote program. Empty: airlock-zygote-<template> next to the running binary (bin/; not
+  // in the tools directory, which every sandbox sees at /sandbox/tools).
+  std::string zygote_path;
   std::string run_dir_base;  // empty: the engine's default
   std::vector<std::string> allow_degraded;
   std::chrono::milliseconds zygote_start_timeout{60000};
