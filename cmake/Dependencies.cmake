@@ -74,3 +74,5 @@ endif()
 # libarchive for image layers (src/image): linked dynamically, its static archive would pull in
 # every compression library it supports.
 pkg_check_modules(LIBARCHIVE REQUIRED IMPORTED_TARGET libarchive)
+# The fork-server's Python zygote embeds the interpreter (python3-dev).
+pkg_check_modules(PYTHON_EMBED REQUIRED IMPORTED_TARGET python3-embed)

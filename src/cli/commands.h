@@ -9,6 +9,7 @@
 #define AIRLOCK_CLI_COMMANDS_H_
 
 #include "CLI/CLI.hpp"
+#include "command/command.h"
 
 namespace airlock::cli {
 
@@ -23,6 +24,15 @@ void AddSpecCommands(CLI::App& app, int* exit_code);
 void AddInterpCommands(CLI::App& app, int* exit_code);
 void AddSandboxCommands(CLI::App& app, int* exit_code);  // remote_commands.cc
 void AddImageCommands(CLI::App& app, int* exit_code);
+void AddForkServerCommands(CLI::App& app, int* exit_code);  // forkserver_commands.cc
+
+// How `airlock run` shows a result: the output previews on stdout/stderr, then one summary line
+// (and the failure report) on stderr; and the exit code it ends with (the command's, 128+signal,
+// or kExitSandboxError).
+void PrintHuman(const CommandResult& r);
+int ExitCodeOf(const CommandResult& r);
+// PrintHuman, or the CommandResult as JSON on stdout; returns ExitCodeOf(r).
+int PrintResult(const CommandResult& r, bool json);
 
 }  // namespace airlock::cli
 

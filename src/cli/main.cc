@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   airlock::cli::AddInterpCommands(app, &exit_code);
   airlock::cli::AddSandboxCommands(app, &exit_code);
   airlock::cli::AddImageCommands(app, &exit_code);
+  airlock::cli::AddForkServerCommands(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -24,6 +24,81 @@
 #include "spec/parse.h"
 
 namespace airlock::cli {
+
+namespace {
+
+// A few lines of what the supervisor saw; the whole report is in --json.
+void PrintSyscalls(const SyscallReport& s) {
+  constexpr size_t kShown = 5;
+  std::string line =
+      fmt::format("airlock: syscalls ({}): {} seen, {} denied", s.supervisor, s.seen, s.denied);
+  if (!s.counts.empty()) {
+    line += " · most:";
+    for (size_t i = 0; i < s.counts.size() && i < kShown; ++i) {
+      line += fmt::format(" {} {}", s.counts[i].name, s.counts[i].count);
+    }
+  }
+  std::fprintf(stderr, "%s\n", line.c_str());
+  for (size_t i = 0; i < s.denied_calls.size() && i < kShown; ++i) {
+    const SyscallEvent& e = s.denied_calls[i];
+    std::string what = !e.path.empty() ? e.path : !e.address.empty() ? e.address : e.detail;
+    std::fprintf(stderr, "airlock:   denied %s %s: %s\n", e.syscall.c_str(), what.c_str(),
+                 e.action.c_str());
+  }
+  for (size_t i = 0; i < s.execs.size() && i < kShown; ++i) {
+    std::fprintf(stderr, "airlock:   exec %s\n", s.execs[i].path.c_str());
+  }
+  if (!s.files.empty()) std::fprintf(stderr, "airlock:   files opened: %zu\n", s.files.size());
+  for (size_t i = 0; i < s.endpoints.size() && i < kShown; ++i) {
+    std::fprintf(stderr, "airlock:   %s %s\n", s.endpoints[i].syscall.c_str(),
+                 s.endpoints[i].address.c_str());
+  }
+  if (!s.error.empty()) std::fprintf(stderr, "airlock:   %s\n", s.error.c_str());
+}
+
+}  // namespace
+
+void PrintHuman(const CommandResult& r) {
+  if (!r.stdout_preview.empty())
+    std::fwrite(r.stdout_preview.data(), 1, r.stdout_preview.size(), stdout);
+  std::fflush(stdout);
+  if (!r.stderr_preview.empty())
+    std::fwrite(r.stderr_preview.data(), 1, r.stderr_preview.size(), stderr);
+  std::string line = fmt::format("airlock: {} · exit {}", ToString(r.classification), r.exit_code);
+  if (r.signal != 0) line += fmt::format(" (signal {})", r.signal);
+  line += fmt::format(" · {} ms · cpu {} ms · peak {}", r.duration_ms,
+                      r.usage.cpu_user_ms + r.usage.cpu_system_ms,
+                      FormatBytes(r.usage.memory_peak_bytes));
+  if (r.truncated) line += " · output truncated";
+  if (!r.degraded.empty()) {
+    line += " · DEGRADED:";
+    for (const std::string& d : r.degraded) line += " " + d;
+  }
+  if (!r.error.empty()) line += " · " + r.error;
+  if (!r.raw_log.empty()) line += fmt::format(" · log {}", r.raw_log);
+  std::fprintf(stderr, "%s\n", line.c_str());
+  if (r.classification != Classification::kOk && !r.report.empty()) {
+    std::fprintf(stderr, "%s\n", r.report.c_str());
+  }
+  if (!r.syscalls.supervisor.empty()) PrintSyscalls(r.syscalls);
+}
+
+int ExitCodeOf(const CommandResult& r) {
+  if (r.classification == Classification::kSandboxError) return kExitSandboxError;
+  if (r.signal != 0) return 128 + r.signal;
+  return r.exit_code;
+}
+
+int PrintResult(const CommandResult& r, bool json) {
+  if (json) {
+    std::printf("%s\n",
+                ToJson(r).dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  } else {
+    PrintHuman(r);
+  }
+  return ExitCodeOf(r);
+}
+
 namespace {
 
 struct RunFlags {
@@ -82,66 +157,6 @@ absl::StatusOr<std::vector<std::string>> LoadSecrets(const RunFlags& f) {
   return secrets;
 }
 
-// A few lines of what the supervisor saw; the whole report is in --json.
-void PrintSyscalls(const SyscallReport& s) {
-  constexpr size_t kShown = 5;
-  std::string line =
-      fmt::format("airlock: syscalls ({}): {} seen, {} denied", s.supervisor, s.seen, s.denied);
-  if (!s.counts.empty()) {
-    line += " · most:";
-    for (size_t i = 0; i < s.counts.size() && i < kShown; ++i) {
-      line += fmt::format(" {} {}", s.counts[i].name, s.counts[i].count);
-    }
-  }
-  std::fprintf(stderr, "%s\n", line.c_str());
-  for (size_t i = 0; i < s.denied_calls.size() && i < kShown; ++i) {
-    const SyscallEvent& e = s.denied_calls[i];
-    std::string what = !e.path.empty() ? e.path : !e.address.empty() ? e.address : e.detail;
-    std::fprintf(stderr, "airlock:   denied %s %s: %s\n", e.syscall.c_str(), what.c_str(),
-                 e.action.c_str());
-  }
-  for (size_t i = 0; i < s.execs.size() && i < kShown; ++i) {
-    std::fprintf(stderr, "airlock:   exec %s\n", s.execs[i].path.c_str());
-  }
-  if (!s.files.empty()) std::fprintf(stderr, "airlock:   files opened: %zu\n", s.files.size());
-  for (size_t i = 0; i < s.endpoints.size() && i < kShown; ++i) {
-    std::fprintf(stderr, "airlock:   %s %s\n", s.endpoints[i].syscall.c_str(),
-                 s.endpoints[i].address.c_str());
-  }
-  if (!s.error.empty()) std::fprintf(stderr, "airlock:   %s\n", s.error.c_str());
-}
-
-void PrintHuman(const CommandResult& r) {
-  if (!r.stdout_preview.empty())
-    std::fwrite(r.stdout_preview.data(), 1, r.stdout_preview.size(), stdout);
-  std::fflush(stdout);
-  if (!r.stderr_preview.empty())
-    std::fwrite(r.stderr_preview.data(), 1, r.stderr_preview.size(), stderr);
-  std::string line = fmt::format("airlock: {} · exit {}", ToString(r.classification), r.exit_code);
-  if (r.signal != 0) line += fmt::format(" (signal {})", r.signal);
-  line += fmt::format(" · {} ms · cpu {} ms · peak {}", r.duration_ms,
-                      r.usage.cpu_user_ms + r.usage.cpu_system_ms,
-                      FormatBytes(r.usage.memory_peak_bytes));
-  if (r.truncated) line += " · output truncated";
-  if (!r.degraded.empty()) {
-    line += " · DEGRADED:";
-    for (const std::string& d : r.degraded) line += " " + d;
-  }
-  if (!r.error.empty()) line += " · " + r.error;
-  line += fmt::format(" · log {}", r.raw_log);
-  std::fprintf(stderr, "%s\n", line.c_str());
-  if (r.classification != Classification::kOk && !r.report.empty()) {
-    std::fprintf(stderr, "%s\n", r.report.c_str());
-  }
-  if (!r.syscalls.supervisor.empty()) PrintSyscalls(r.syscalls);
-}
-
-int ExitCodeOf(const CommandResult& r) {
-  if (r.classification == Classification::kSandboxError) return kExitSandboxError;
-  if (r.signal != 0) return 128 + r.signal;
-  return r.exit_code;
-}
-
 int Run(const RunFlags& f) {
   auto fail = [&](int code, const absl::Status& s) {
     if (f.json) {
@@ -187,15 +202,7 @@ int Run(const RunFlags& f) {
   absl::StatusOr<cmdpolicy::Policy> policy = cmdpolicy::Policy::Create(spec->command_policy);
   if (!policy.ok()) return fail(kExitUsage, Annotate(policy.status(), "commandPolicy"));
   if (cmdpolicy::Decision d = policy->Check(command.argv); !d.allowed) {
-    CommandResult refused = cmdpolicy::BlockedResult(command, d);
-    if (f.json) {
-      std::printf(
-          "%s\n",
-          ToJson(refused).dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
-    } else {
-      PrintHuman(refused);
-    }
-    return ExitCodeOf(refused);
+    return PrintResult(cmdpolicy::BlockedResult(command, d), f.json);
   }
 
   netproxy::BlockedEventLog blocked;
@@ -231,14 +238,7 @@ int Run(const RunFlags& f) {
   if (!destroyed.ok()) {
     std::fprintf(stderr, "airlock: warning: %s\n", std::string(Message(destroyed)).c_str());
   }
-  if (f.json) {
-    std::printf(
-        "%s\n",
-        ToJson(*result).dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
-  } else {
-    PrintHuman(*result);
-  }
-  return ExitCodeOf(*result);
+  return PrintResult(*result, f.json);
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include <climits>
 #include <cstring>
 #include <optional>
+#include <tuple>
 
 #include "command/capture.h"
 #include "command/finish.h"
@@ -27,6 +28,7 @@
 #include "engine/host_probe.h"
 #include "engine/internal/plan.h"
 #include "engine/internal/plan_builder.h"
+#include "engine/internal/sandbox_common.h"
 #include "engine/internal/seccomp.h"
 #include "engine/internal/syscalls.h"
 #include "fmt/format.h"
@@ -36,6 +38,8 @@
 
 namespace airlock::engine {
 namespace {
+
+using namespace internal::common;  // NOLINT: the helpers both sandbox kinds share
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
@@ -47,228 +51,6 @@ const Logger& Log() {
 
 std::chrono::microseconds Since(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t);
-}
-
-bool Allowed(const std::vector<std::string>& allow, std::string_view name) {
-  return std::find(allow.begin(), allow.end(), name) != allow.end();
-}
-
-// Features of the spec this backend does not provide yet fail here, by name, instead of running
-// without them.
-absl::Status CheckSpecSupported(const spec::SandboxSpec& s) {
-  if (s.level != spec::Level::kBasic && s.level != spec::Level::kHardened) {
-    return FailedPrecondition(fmt::format(
-        "level {} ({}) is not served by the native backend, which provides levels 1 and 2",
-        static_cast<int>(s.level), spec::ToString(s.level)));
-  }
-  if (!s.process.capabilities.empty()) {
-    return FailedPrecondition("process.capabilities: sandboxed commands never keep capabilities");
-  }
-  if (s.process.seccomp_profile != "default") {
-    return FailedPrecondition(
-        fmt::format("process.seccompProfile \"{}\" is unknown", s.process.seccomp_profile));
-  }
-  if (!s.process.no_new_privs) {
-    return FailedPrecondition("process.noNewPrivs: the native backend always sets no_new_privs");
-  }
-  if (s.cache.mode != spec::CacheMode::kNone) {
-    return FailedPrecondition("cache modes other than none are not available yet");
-  }
-  if (!s.secrets.leases.empty()) {
-    return FailedPrecondition("secret leases need the control plane, which this build lacks");
-  }
-  return absl::OkStatus();
-}
-
-// spec.image runs only on the root file system the caller resolved for it, and the spec must
-// carry the digest it was resolved to, so the stored spec names exactly what ran.
-absl::Status CheckImage(const spec::SandboxSpec& s, const std::string& image_rootfs) {
-  if (s.image.empty()) {
-    if (image_rootfs.empty()) return absl::OkStatus();
-    return InvalidArgument("sandbox options: image_rootfs is set but spec.image is empty");
-  }
-  if (image_rootfs.empty()) {
-    return FailedPrecondition(
-        "images need the node daemon's image store (SandboxOptions::image_rootfs); use rootfs "
-        "instead");
-  }
-  if (s.image.rfind("sha256:", 0) != 0) {
-    return InvalidArgument(fmt::format(
-        "image {:?}: resolve the tag to its digest (sha256:…) before the sandbox is created",
-        s.image));
-  }
-  return absl::OkStatus();
-}
-
-// The spec's syscall policy, checked against the built-in profile (InvalidArgument naming the
-// rule) and against what the kernel can provide (FailedPrecondition).
-absl::StatusOr<std::shared_ptr<const supervisor::SyscallPolicy>> CompileSyscallPolicy(
-    const spec::Process& process) {
-  ASSIGN_OR_RETURN(supervisor::SyscallPolicy policy,
-                   supervisor::SyscallPolicy::Compile(process, internal::TreatmentOf));
-  RETURN_IF_ERROR(supervisor::CheckAvailable(process.supervisor));
-  return std::make_shared<const supervisor::SyscallPolicy>(std::move(policy));
-}
-
-// Fails closed when the host lacks a protection the spec needs, unless the caller allowed it
-// by name; returns the names of the allowed missing protections.
-absl::StatusOr<std::vector<std::string>> CheckHost(const spec::SandboxSpec& s,
-                                                   const CgroupDriver& cgroups,
-                                                   const std::vector<std::string>& allow) {
-  for (const std::string& name : allow) {
-    bool known = false;
-    for (const char* d : kDegradableProtections) known |= name == d;
-    if (!known) {
-      return InvalidArgument(fmt::format(
-          "--allow-degraded: unknown protection \"{}\" (known: landlock, cgroup-memory, "
-          "cgroup-pids, cgroup-cpu, swap-accounting)",
-          name));
-    }
-  }
-  const HostFeatures& host = ProbeHost();
-  if (!host.user_namespaces) {
-    return FailedPrecondition(
-        "user namespaces are disabled on this host; enable them with "
-        "`sysctl -w user.max_user_namespaces=15000` (and kernel.unprivileged_userns_clone=1 where "
-        "it exists)");
-  }
-  if (!host.mount_api || !host.openat2 || !host.clone3) {
-    return FailedPrecondition(fmt::format(
-        "kernel {} lacks clone3, openat2 or the new mount API; airlock needs Linux 5.12 or later",
-        host.kernel));
-  }
-  if (!host.seccomp) return FailedPrecondition("the kernel has no seccomp support");
-  std::vector<std::string> degraded;
-  auto require = [&](bool available, const char* name, std::string how) -> absl::Status {
-    if (available) return absl::OkStatus();
-    if (Allowed(allow, name)) {
-      degraded.emplace_back(name);
-      return absl::OkStatus();
-    }
-    return FailedPrecondition(
-        fmt::format("{}; or pass --allow-degraded={} to run without it", how, name));
-  };
-  if (s.level == spec::Level::kHardened) {
-    RETURN_IF_ERROR(require(host.landlock_abi > 0, "landlock",
-                            fmt::format("Landlock is not available in kernel {} (enable "
-                                        "CONFIG_SECURITY_LANDLOCK and add landlock to lsm=)",
-                                        host.kernel)));
-  }
-  RETURN_IF_ERROR(require(cgroups.HasController(Controller::kMemory), "cgroup-memory",
-                          "the cgroup memory controller is not available"));
-  RETURN_IF_ERROR(require(cgroups.HasController(Controller::kPids), "cgroup-pids",
-                          "the cgroup pids controller is not available"));
-  if (s.resources.cpu > 0) {
-    RETURN_IF_ERROR(require(cgroups.HasController(Controller::kCpu), "cgroup-cpu",
-                            "the cgroup cpu controller is not available"));
-  }
-  if (host.swap_enabled && cgroups.version() == CgroupVersion::kV1 &&
-      ::access("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes", F_OK) != 0) {
-    RETURN_IF_ERROR(require(false, "swap-accounting",
-                            "the host has swap but no cgroup v1 swap accounting, so memory "
-                            "limits could be escaped into swap (boot with swapaccount=1)"));
-  }
-  return degraded;
-}
-
-std::string DefaultRunDirBase() {
-  if (::geteuid() == 0) return "/run/airlock";
-  if (const char* xdg = std::getenv("XDG_RUNTIME_DIR"); xdg != nullptr && *xdg) {
-    return fmt::format("{}/airlock", xdg);
-  }
-  return fmt::format("/tmp/airlock-{}", ::geteuid());
-}
-
-// Writes the uid/gid maps of the child. The /proc directory is opened first and the child is
-// checked to be alive through its pidfd afterwards, so a recycled pid is never written to.
-absl::Status WriteIdMaps(pid_t pid, int pidfd, uid_t uid, gid_t gid, uid_t host_uid,
-                         gid_t host_gid) {
-  std::string proc = fmt::format("/proc/{}", pid);
-  UniqueFd dir(::open(proc.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-  if (!dir) return ErrnoStatus(errno, fmt::format("open {}", proc));
-  if (internal::PidfdSendSignal(pidfd, 0) != 0) {
-    return ErrnoStatus(errno,
-                       "the sandbox's first process vanished before its uid map was written");
-  }
-  for (const auto& [file, line] : {std::pair<const char*, std::string>{"setgroups", "deny"},
-                                   {"gid_map", fmt::format("{} {} 1\n", gid, host_gid)},
-                                   {"uid_map", fmt::format("{} {} 1\n", uid, host_uid)}}) {
-    UniqueFd fd(::openat(dir.get(), file, O_WRONLY | O_CLOEXEC));
-    if (!fd) return ErrnoStatus(errno, fmt::format("open {}/{}", proc, file));
-    if (::write(fd.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
-      return ErrnoStatus(errno, fmt::format("write {}/{}", proc, file));
-    }
-  }
-  return absl::OkStatus();
-}
-
-// The environment of a command: the minimal set, the spec's, the command's; with an egress
-// proxy (proxy_port != 0), the proxy variables every common tool reads.
-std::vector<std::string> CommandEnv(const spec::SandboxSpec& s, const CommandSpec& c,
-                                    uint16_t proxy_port) {
-  std::map<std::string, std::string> env = {
-      {"HOME", "/sandbox/home"},
-      {"TMPDIR", "/sandbox/tmp"},
-      {"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
-      {"CI", "true"},
-      {"AGENT_SANDBOX", "true"},
-      {"LANG", "C.UTF-8"},
-  };
-  if (proxy_port != 0) {
-    std::string url = fmt::format("http://127.0.0.1:{}", proxy_port);
-    for (const char* var : {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"}) {
-      env[var] = url;
-    }
-    env["NO_PROXY"] = env["no_proxy"] = "localhost,127.0.0.1";
-  }
-  for (const auto& [k, v] : s.env) env[k] = v;
-  for (const auto& [k, v] : c.env) env[k] = v;
-  std::vector<std::string> out;
-  out.reserve(env.size());
-  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
-  return out;
-}
-
-std::vector<init::Rlimit> CommandRlimits(const spec::SandboxSpec& s) {
-  auto limit = [](int resource, uint64_t v) {
-    return init::Rlimit{static_cast<uint32_t>(resource), v, v};
-  };
-  constexpr uint64_t kMiB = 1 << 20;
-  return {
-      limit(RLIMIT_NOFILE, static_cast<uint64_t>(s.process.open_files)),
-      limit(RLIMIT_FSIZE, static_cast<uint64_t>(s.resources.disk_mb) * kMiB),
-      limit(RLIMIT_CORE, 0),
-      limit(RLIMIT_STACK, static_cast<uint64_t>(s.process.stack_mb) * kMiB),
-  };
-}
-
-template <typename Deliver>
-bool ReadAvailable(int fd, OutputCapture::Stream stream, Deliver& deliver, bool* eof) {
-  char buf[65536];
-  // Bounded per wake-up so one stream cannot starve the other or the deadline check.
-  for (int i = 0; i < 16; ++i) {
-    ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n > 0) {
-      deliver(stream, std::string_view(buf, static_cast<size_t>(n)));
-      continue;
-    }
-    if (n == 0) *eof = true;
-    if (n < 0 && errno == EINTR) continue;
-    return n >= 0 || errno == EAGAIN;
-  }
-  return true;
-}
-
-Classification Classify(const CommandResult& r, const CgroupStats& stats, bool output_killed,
-                        bool cpu_exceeded) {
-  bool failed = r.exit_code != 0 || r.signal != 0;
-  if (r.signal == SIGSYS) return Classification::kPolicyBlocked;
-  if (stats.oom_kills > 0 && failed) return Classification::kResourceExhaustedMemory;
-  if (stats.pids_limit_hits > 0 && failed) return Classification::kResourceExhaustedPids;
-  if (r.timed_out || cpu_exceeded) return Classification::kCommandTimeout;
-  if (output_killed) return Classification::kOutputLimit;
-  if (failed) return Classification::kExitNonzero;
-  return Classification::kOk;
 }
 
 }  // namespace
@@ -346,22 +128,9 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
   sb->log_dir_ = sb->options_.log_dir.empty() ? sb->run_dir_ + "/logs" : sb->options_.log_dir;
 
   Setup setup;
-  bool root = ::geteuid() == 0;
-  setup.host_uid = root ? sb->options_.host_id_base + s.user.uid : ::getuid();
-  setup.host_gid = root ? sb->options_.host_id_base + s.user.gid : ::getgid();
-  internal::PlanInputs in;
-  in.spec = &s;
-  in.rootfs = s.image.empty() ? s.rootfs : sb->options_.image_rootfs;
-  in.run_dir = sb->run_dir_;
-  in.tools_dir = sb->options_.tools_dir;
-  in.host_uid = setup.host_uid;
-  in.host_gid = setup.host_gid;
-  in.landlock_abi = s.level == spec::Level::kHardened && !Allowed(sb->degraded_, "landlock")
-                        ? ProbeHost().landlock_abi
-                        : 0;
-  in.spec_json = spec::ToJson(s).dump(2);
-  RETURN_IF_ERROR(MakeDirs(sb->run_dir_ + "/root", 0755));
-  RETURN_IF_ERROR(MakeDirs(sb->run_dir_ + "/setup", 0755));
+  std::tie(setup.host_uid, setup.host_gid) = HostIds(sb->options_);
+  ASSIGN_OR_RETURN(internal::PlanInputs in,
+                   PreparePlanInputs(sb->options_, sb->run_dir_, sb->degraded_));
   RETURN_IF_ERROR(MakeDirs(sb->log_dir_, 0700));
   if (wants_egress) {
     // The proxy's socket for this sandbox, bound into it at /run/egress.sock; the run directory
@@ -375,11 +144,7 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
   ASSIGN_OR_RETURN(setup.plan, internal::BuildPlan(in, &setup.owned_fds), "plan sandbox mounts");
 
   ASSIGN_OR_RETURN(sb->cgroup_, sb->options_.cgroups->Create(sb->id_.value()), "create cgroup");
-  CgroupLimits limits;
-  if (!Allowed(sb->degraded_, "cgroup-memory")) limits.memory_bytes = s.resources.memory_mb << 20;
-  if (!Allowed(sb->degraded_, "cgroup-pids")) limits.pids_max = s.process.pids_limit;
-  if (!Allowed(sb->degraded_, "cgroup-cpu")) limits.cpu_cores = s.resources.cpu;
-  RETURN_IF_ERROR(sb->cgroup_->SetLimits(limits), "set cgroup limits");
+  RETURN_IF_ERROR(sb->cgroup_->SetLimits(LimitsOf(s, sb->degraded_)), "set cgroup limits");
   // cgroup v2 allows processes only in leaves once controllers are enabled below: airlock-init
   // gets its own. On v1 it stays in the sandbox's cgroup, which saves a cgroup per hierarchy.
   if (sb->cgroup_->version() == CgroupVersion::kV2) {
@@ -1087,19 +852,7 @@ absl::StatusOr<CommandResult> RunningCommand::Wait() {
       Log().Warn("remove command cgroup", {{"sandbox", sb.id_.value()}, {"error", Message(d)}});
     }
   }
-  result.usage.cpu_user_ms = stats.cpu_user_us / 1000;
-  result.usage.cpu_system_ms = stats.cpu_system_us / 1000;
-  result.usage.memory_peak_bytes = stats.memory_peak_bytes;
-  result.usage.pids_peak = stats.pids_peak;
-  result.usage.io_read_bytes = stats.io_read_bytes;
-  result.usage.io_write_bytes = stats.io_write_bytes;
-  result.usage.oom_kills = stats.oom_kills;
-  result.truncated = capture.truncated();
-  result.stdout_bytes = capture.bytes(OutputCapture::kStdout);
-  result.stderr_bytes = capture.bytes(OutputCapture::kStderr);
-  result.stdout_sha256 = capture.FinishSha256(OutputCapture::kStdout);
-  result.stderr_sha256 = capture.FinishSha256(OutputCapture::kStderr);
-  result.classification = Classify(result, stats, output_killed, cpu_exceeded);
+  FillResult(stats, capture, output_killed, cpu_exceeded, result);
   if (setup_stage != init::SetupStage::kNone && setup_stage != init::SetupStage::kExec) {
     result.classification = Classification::kSandboxError;
     result.error = fmt::format("command setup step \"{}\": {}", init::ToString(setup_stage),

@@ -3,10 +3,12 @@
 // locks or logs; a failure is reported as a ChildError on the error pipe.
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -53,6 +55,12 @@ const char* ToString(Step step) {
       return "close file descriptors";
     case Step::kExecInit:
       return "exec airlock-init";
+    case Step::kWorkerStdio:
+      return "worker stdio";
+    case Step::kRlimits:
+      return "set rlimits";
+    case Step::kSeccomp:
+      return "install seccomp filters";
   }
   return "unknown step";
 }
@@ -73,7 +81,7 @@ inline int Errno(int rc) { return rc == 0 ? 0 : errno; }
 
 }  // namespace
 
-void RunChild(SetupPlan* plan) {
+void Contain(SetupPlan* plan) {
   const SetupPlan& p = *plan;
 
   // First into the sandbox's cgroup (v1; on v2 we were cloned into it), by moving ourselves:
@@ -125,6 +133,11 @@ void RunChild(SetupPlan* plan) {
   Check(p, Step::kNoNewPrivs, Errno(::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)));
   if (p.landlock_abi > 0) Check(p, Step::kLandlock, ApplyLandlock(p));
   Check(p, Step::kCapabilities, DropCapabilities());
+}
+
+void RunChild(SetupPlan* plan) {
+  Contain(plan);
+  const SetupPlan& p = *plan;
 
   // airlock-init gets its control socket as fd 3, and nothing else but stdio and the error pipe
   // (close-on-exec, so a successful exec reads as EOF in the parent).
@@ -150,6 +163,44 @@ void RunChild(SetupPlan* plan) {
   char* const envp[] = {nullptr};
   ::execve(p.init_path.c_str(), argv, envp);
   Die(p, Step::kExecInit, -1, errno);
+}
+
+void EnterWorker(WorkerPlan* worker) {
+  SetupPlan* plan = &worker->setup;
+  Contain(plan);
+  const SetupPlan& p = *plan;
+
+  // The worker's stdio are the pipes it was given; the error pipe moves to fd 3 and everything
+  // else (the zygote's socket, the interpreter's own descriptors) is closed.
+  for (int fd = 0; fd < 3; ++fd) {
+    Check(p, Step::kWorkerStdio, Errno(::dup2(worker->stdio[fd], fd) < 0 ? -1 : 0));
+  }
+  // The error pipe goes above every descriptor we keep, the status pipe to fd 3.
+  int error_fd = ::fcntl(p.error_fd, F_DUPFD_CLOEXEC, 4);
+  if (error_fd < 0) Die(p, Step::kWorkerStdio, -1, errno);
+  int keep_from = 3;
+  if (worker->status_fd >= 0) {
+    Check(p, Step::kWorkerStdio, Errno(::dup2(worker->status_fd, 3) < 0 ? -1 : 0));
+    keep_from = 4;
+  }
+  if (error_fd > keep_from) ::close_range(keep_from, static_cast<unsigned>(error_fd) - 1, 0);
+  ::close_range(static_cast<unsigned>(error_fd) + 1, ~0U, 0);
+  worker->setup.error_fd = error_fd;
+  ::setsid();
+  Check(p, Step::kWorkerStdio, Errno(::chdir(worker->workdir.c_str())));
+  ::umask(022);
+
+  for (const init::Rlimit& r : worker->rlimits) {
+    struct rlimit rl = {r.soft, r.hard};
+    Check(p, Step::kRlimits, Errno(::setrlimit(static_cast<int>(r.resource), &rl)));
+  }
+  // The filters go on last, as airlock-init installs them before a command's exec; a policy
+  // with a notify listener needs the engine's supervisor, which workers do not have.
+  Check(p, Step::kSeccomp,
+        init::InstallFilters(worker->seccomp_filter, worker->policy_filter,
+                             init::PolicyListener::kNone, -1));
+  // EOF on the error pipe tells the host that the worker is contained and runs its code.
+  ::close(error_fd);
 }
 
 }  // namespace airlock::engine::internal

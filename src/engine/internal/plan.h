@@ -9,7 +9,10 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "init/protocol.h"
 
 namespace airlock::engine::internal {
 
@@ -33,13 +36,17 @@ enum class Step : int32_t {
   kCapabilities,
   kFds,
   kExecInit,
+  // A fork-server worker's last steps, after kCapabilities (EnterWorker).
+  kWorkerStdio,
+  kRlimits,
+  kSeccomp,
 };
 const char* ToString(Step step);
 
 // What the child writes to the error pipe when a step fails.
 struct ChildError {
   int32_t step;
-  int32_t op;   // index into SetupPlan::mounts for kOpenSources/kMount, else -1
+  int32_t op;  // index into SetupPlan::mounts for kOpenSources/kMount, else -1
   int32_t err;
 };
 
@@ -59,13 +66,13 @@ struct MountOp {
   };
   Kind kind = Kind::kMkdir;
   std::string source;
-  std::string target;      // absolute path inside the sandbox
-  std::string data;        // file system options for kTmpfs/kDevpts
-  uint64_t attr = 0;       // MOUNT_ATTR_* set on binds
-  unsigned long flags = 0; // MS_* for kTmpfs/kProc/kDevpts
+  std::string target;       // absolute path inside the sandbox
+  std::string data;         // file system options for kTmpfs/kDevpts
+  uint64_t attr = 0;        // MOUNT_ATTR_* set on binds
+  unsigned long flags = 0;  // MS_* for kTmpfs/kProc/kDevpts
   mode_t mode = 0755;
-  bool optional = false;   // a missing target (or source) is skipped, not an error
-  int fd = -1;             // kBind: filled in by the child; kBindFd: set by the parent
+  bool optional = false;  // a missing target (or source) is skipped, not an error
+  int fd = -1;            // kBind: filled in by the child; kBindFd: set by the parent
   // kMkdir, kWriteFile: `target` is in the scratch area, not the sandbox; kBindInRoot: `source`
   // is (SetupPlan::scratch_dir).
   bool scratch = false;
@@ -122,9 +129,43 @@ int DropCapabilities();
 // Brings up the loopback interface of the new network namespace (namespaces.cc).
 int LoopbackUp();
 
+// The containment steps, in order: cgroup join, wait for the uid/gid maps, death signal,
+// mounts, pivot_root, hostname, loopback, cgroup namespace, no_new_privs, Landlock,
+// capabilities. Returns with every step done; on a failure, writes a ChildError and _exits.
+void Contain(SetupPlan* plan);
+
 // Runs the plan in the freshly cloned child. Never returns: execs init or _exits after
 // writing a ChildError.
 [[noreturn]] void RunChild(SetupPlan* plan);
+
+// A fork-server worker: a process forked from a zygote that enters a fresh sandbox and then
+// runs code in the interpreter it already is, without exec.
+struct WorkerPlan {
+  SetupPlan setup;  // setup.control_fd and init_path are unused
+  int stdio[3] = {-1, -1, -1};
+  // Becomes the worker's fd 3: where its program writes its exit code (an int32) just before it
+  // exits, so the host can answer without waiting for the process's teardown. -1: none.
+  int status_fd = -1;
+  std::string workdir = "/sandbox/workspace";
+  std::vector<init::Rlimit> rlimits;
+  std::string seccomp_filter;  // the engine's profile (raw struct sock_filter[])
+  std::string policy_filter;   // the spec's syscall rules; empty: none
+  int cgroup_fd = -1;          // cgroup v2: clone3(CLONE_INTO_CGROUP) target; -1 on v1
+};
+
+// Contain(), then stdio on the worker's pipes, the status pipe on fd 3, every other descriptor
+// closed, a new session,
+// the working directory, rlimits and the seccomp filters (profile and policy, as airlock-init
+// installs them), and the error pipe closed (EOF: contained). Returns into the caller, which
+// runs the code; on a failure, writes a ChildError and _exits.
+void EnterWorker(WorkerPlan* worker);
+
+// The plan on the wire between the fork-server and its zygote (worker_codec.cc). Descriptors
+// travel beside the bytes (SCM_RIGHTS): Encode appends every fd the plan names to *fds and
+// writes its index; Decode maps the indexes back onto `fds`. Decode returns false on a malformed
+// payload or an index out of range.
+std::string EncodeWorkerPlan(const WorkerPlan& worker, std::vector<int>* fds);
+bool DecodeWorkerPlan(std::string_view payload, const int* fds, int nfds, WorkerPlan* worker);
 
 }  // namespace airlock::engine::internal
 

@@ -1,0 +1,39 @@
+// The zygote's side of a fork-server worker (the host's side is engine/forked_sandbox.h): a
+// small library (airlock_engine_worker: the containment steps, libc and abseil) that a zygote
+// program links without the rest of the engine.
+#ifndef AIRLOCK_ENGINE_FORK_WORKER_H_
+#define AIRLOCK_ENGINE_FORK_WORKER_H_
+
+#include <sys/types.h>
+
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "common/unique_fd.h"
+
+namespace airlock::engine {
+
+// A forked worker as the host sees it: its pid (in the host's pid namespace) and a pidfd.
+struct ForkedWorker {
+  pid_t pid = -1;
+  UniqueFd pidfd;
+};
+
+// Zygote side: decodes a WorkerLaunch's plan (with the descriptors that came with it) and clones
+// the worker: clone3(CLONE_NEWUSER|NEWPID|NEWNS|NEWNET|NEWIPC|NEWUTS|CLONE_PARENT|CLONE_PIDFD),
+// on cgroup v2 straight into its cgroup. In the caller, returns the worker's pid and pidfd (send
+// them to the host; the caller closes its copies of `fds`). In the worker, returns pid 0 once it
+// is contained (stdio on its pipes, every other descriptor closed, seccomp on): the caller then
+// runs the code and exits. A failed containment step is reported to the host and the worker
+// _exits; it never returns.
+// Errors: a malformed plan (InvalidArgument); a caller with more than one thread
+// (FailedPrecondition: a fork copies only the calling thread, and a lock another thread held
+// would stay locked forever in the worker); clone3's errno.
+absl::StatusOr<ForkedWorker> ForkWorker(std::string_view plan, const int* fds, int nfds);
+
+// The number of threads of the calling process (/proc/self/task), or an error.
+absl::StatusOr<int> ThreadCount();
+
+}  // namespace airlock::engine
+
+#endif  // AIRLOCK_ENGINE_FORK_WORKER_H_

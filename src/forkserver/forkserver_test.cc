@@ -1,0 +1,374 @@
+// The fork-server with real processes (root): a Python zygote, workers in fresh sandboxes, and
+// what a worker can and cannot do. After every test no worker cgroup and no run directory is
+// left (TearDown).
+#include "forkserver/server.h"
+
+#include <dirent.h>
+#include <glob.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "common/files.h"
+#include "common/sha256.h"
+#include "engine/testing/sandbox_fixture.h"
+#include "fmt/format.h"
+#include "forkserver/client.h"
+#include "forkserver/protocol.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace airlock::forkserver {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class ForkServerTest : public engine::testing::SandboxTest {
+ protected:
+  void SetUp() override {
+    SandboxTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    // Worker cgroups go under a base of their own, so that TearDown can see every one is gone.
+    engine::CgroupOptions options;
+    options.base = "airlock-test/forkserver";
+    auto driver = engine::CgroupDriver::Detect(options);
+    ASSERT_TRUE(driver.ok()) << driver.status();
+    cgroups_ = *std::move(driver);
+    char tmpl[] = "/tmp/airlock-forkserver-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+
+  void TearDown() override {
+    if (dir_.empty()) return;
+    if (server_) server_->Stop();
+    server_.reset();
+    auto left = cgroups_->List();
+    ASSERT_TRUE(left.ok()) << left.status();
+    EXPECT_THAT(*left, ::testing::IsEmpty()) << "worker cgroups left behind";
+    auto runs = ListDir(dir_ + "/run");
+    EXPECT_TRUE(runs.empty()) << "run directories left behind: " << runs.size();
+    ASSERT_TRUE(RemoveTree(dir_).ok());
+    // The base cgroup of this suite, now empty, in every hierarchy (v1) or the one (v2).
+    glob_t g = {};
+    if (glob("/sys/fs/cgroup/*/airlock-test/forkserver", 0, nullptr, &g) == 0) {
+      for (size_t i = 0; i < g.gl_pathc; ++i) rmdir(g.gl_pathv[i]);
+    }
+    globfree(&g);
+    rmdir("/sys/fs/cgroup/airlock-test/forkserver");
+  }
+
+  static std::vector<std::string> ListDir(const std::string& path) {
+    std::vector<std::string> names;
+    if (DIR* d = opendir(path.c_str())) {
+      while (struct dirent* e = readdir(d)) {
+        if (e->d_name[0] != '.') names.push_back(e->d_name);
+      }
+      closedir(d);
+    }
+    return names;
+  }
+
+  ForkServerOptions Options(spec::SandboxSpec spec = TestSpec()) {
+    ForkServerOptions o;
+    o.template_name = "python";
+    o.preload = "import json, ctypes";
+    o.socket_path = dir_ + "/fs.sock";
+    o.spec = std::move(spec);
+    o.cgroups = cgroups_.get();
+    o.tools_dir = AIRLOCK_TEST_TOOLS_DIR;
+    o.zygote_path = AIRLOCK_TEST_ZYGOTE;
+    o.run_dir_base = dir_ + "/run";
+    return o;
+  }
+
+  void StartServer(ForkServerOptions options) {
+    auto s = ForkServer::Start(std::move(options));
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = *std::move(s);
+  }
+  void StartServer() { StartServer(Options()); }
+
+  CommandResult RunPython(const std::string& code,
+                          std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
+    auto r = forkserver::Run(dir_ + "/fs.sock",
+                             {.template_name = "python", .code = code, .timeout = timeout});
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : CommandResult{};
+  }
+
+  std::string dir_;
+  std::unique_ptr<ForkServer> server_;
+};
+
+TEST_F(ForkServerTest, ResultHasEveryField) {
+  StartServer();
+  CommandResult r = RunPython("print('hello')\nimport sys; print('warn', file=sys.stderr)");
+  EXPECT_EQ(r.classification, Classification::kOk);
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.signal, 0);
+  EXPECT_EQ(r.stdout_preview, "hello\n");
+  EXPECT_EQ(r.stderr_preview, "warn\n");
+  EXPECT_EQ(r.stdout_bytes, 6);
+  EXPECT_EQ(r.stdout_sha256, Sha256Hex("hello\n"));
+  EXPECT_FALSE(r.command_id.empty());
+  EXPECT_GT(r.duration_ms, 0);
+  EXPECT_GT(r.usage.memory_peak_bytes, 0);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_TRUE(r.raw_log.empty()) << "names a log that went with the worker's run directory";
+}
+
+TEST_F(ForkServerTest, ExitCodesAreThoseOfPython) {
+  StartServer();
+  CommandResult exit7 = RunPython("import sys\nprint('bye')\nsys.exit(7)");
+  EXPECT_EQ(exit7.exit_code, 7);
+  EXPECT_EQ(exit7.stdout_preview, "bye\n");  // flushed at exit
+  EXPECT_EQ(exit7.classification, Classification::kExitNonzero);
+  CommandResult raised = RunPython("raise ValueError('boom')");
+  EXPECT_EQ(raised.exit_code, 1);
+  EXPECT_THAT(raised.stderr_preview, HasSubstr("ValueError: boom"));
+  EXPECT_THAT(raised.stderr_preview, HasSubstr("File \"<code>\", line 1"));
+  EXPECT_THAT(raised.stderr_preview, Not(HasSubstr("<string>")));  // no bootstrap frame
+  CommandResult message = RunPython("import sys\nsys.exit('bad input')");
+  EXPECT_EQ(message.exit_code, 1);
+  EXPECT_EQ(message.stderr_preview, "bad input\n");
+  // Exit handlers run and threads finish before the worker ends, as in `python3 -c`.
+  CommandResult handlers = RunPython(
+      "import atexit, threading, time\n"
+      "atexit.register(lambda: print('atexit'))\n"
+      "threading.Thread(target=lambda: (time.sleep(0.2), print('thread'))).start()");
+  EXPECT_EQ(handlers.stdout_preview, "thread\natexit\n");
+  EXPECT_EQ(handlers.exit_code, 0);
+}
+
+TEST_F(ForkServerTest, RedactsSecretsInOutput) {
+  StartServer();
+  CommandResult r = RunPython("print('key=' + 'AKIA' + 'IOSFODNN7EXAMPLE')");
+  EXPECT_THAT(r.stdout_preview, Not(HasSubstr("AKIAIOSFODNN7EXAMPLE")));
+}
+
+TEST_F(ForkServerTest, WorkersShareNoWritableState) {
+  StartServer();
+  // The first worker changes a preloaded module, its __main__ and files in every writable area.
+  CommandResult first = RunPython(
+      "import json\njson.marker = 1\n"
+      "for p in ['/sandbox/tmp/x', '/sandbox/workspace/x', '/sandbox/home/x', '/tmp/y']:\n"
+      "    open(p, 'w').write('1')\n"
+      "print('written')");
+  ASSERT_EQ(first.stdout_preview, "written\n") << first.stderr_preview;
+  CommandResult second = RunPython(
+      "import json, os\n"
+      "print(hasattr(json, 'marker'), 'first' in globals(),\n"
+      "      [os.path.exists(p) for p in ['/sandbox/tmp/x', '/sandbox/workspace/x',\n"
+      "                                   '/sandbox/home/x', '/tmp/y']])");
+  EXPECT_EQ(second.stdout_preview, "False False [False, False, False, False]\n")
+      << second.stderr_preview;
+}
+
+TEST_F(ForkServerTest, WorkerIsAloneInItsPidNamespace) {
+  StartServer();
+  // Attack: find the zygote or other workers by pid. The worker is pid 1 of its own namespace and
+  // /proc lists nothing else; the zygote's host pid names no process there (ESRCH), and ptrace
+  // is refused by the seccomp profile (EPERM) before the kernel would even look.
+  pid_t zygote = server_->zygote_pid();
+  CommandResult r = RunPython(
+      fmt::format("import os, ctypes\n"
+                  "print(os.getpid(), sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))\n"
+                  "try:\n    os.kill({0}, 0)\nexcept OSError as e:\n    print('kill', e.errno)\n"
+                  "libc = ctypes.CDLL(None, use_errno=True)\n"
+                  "print('ptrace', libc.ptrace(16, {0}, 0, 0), ctypes.get_errno())\n"
+                  "print('uid', os.getuid(), os.geteuid())",
+                  zygote));
+  EXPECT_EQ(r.stdout_preview, "1 [1]\nkill 3\nptrace -1 1\nuid 10001 10001\n") << r.stderr_preview;
+}
+
+TEST_F(ForkServerTest, ConcurrentWorkersRunSideBySideAndCannotSeeEachOther) {
+  StartServer();
+  // Two requests at once: both run within the same second (each sleeps 1.5 s), and each worker
+  // sees only itself in /proc while the other is alive.
+  const std::string code =
+      "import os, time\ntime.sleep(1.5)\n"
+      "print(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))";
+  CommandResult results[2];
+  auto t0 = std::chrono::steady_clock::now();
+  std::thread a([&] { results[0] = RunPython(code); });
+  std::thread b([&] { results[1] = RunPython(code); });
+  a.join();
+  b.join();
+  auto took = std::chrono::steady_clock::now() - t0;
+  for (const CommandResult& r : results) {
+    EXPECT_EQ(r.stdout_preview, "[1]\n") << r.stderr_preview;
+    EXPECT_EQ(r.classification, Classification::kOk);
+  }
+  EXPECT_LT(took, std::chrono::milliseconds(2900)) << "the two requests ran one after the other";
+}
+
+TEST_F(ForkServerTest, StopKillsRunningWorkers) {
+  StartServer();
+  absl::StatusOr<CommandResult> r;
+  std::thread client([&] {
+    r = forkserver::Run(dir_ + "/fs.sock",
+                        {.template_name = "python", .code = "import time\ntime.sleep(60)"});
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  auto t0 = std::chrono::steady_clock::now();
+  server_->Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+  client.join();
+  // The worker was killed (its result says so) and nothing of it is left (TearDown).
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->signal, SIGKILL);
+}
+
+TEST_F(ForkServerTest, CrashingWorkerLeavesZygoteAndNextRequestAlone) {
+  StartServer();
+  pid_t zygote = server_->zygote_pid();
+  CommandResult crash = RunPython("import ctypes\nctypes.string_at(0)");
+  EXPECT_EQ(crash.signal, SIGSEGV);
+  EXPECT_EQ(crash.exit_code, -1);
+  EXPECT_EQ(crash.classification, Classification::kExitNonzero);
+  EXPECT_EQ(server_->zygote_pid(), zygote);
+  EXPECT_EQ(server_->zygote_starts(), 1);
+  EXPECT_EQ(RunPython("print(6 * 7)").stdout_preview, "42\n");
+}
+
+TEST_F(ForkServerTest, WorkerThatReportsAndLingersIsStillKilled) {
+  StartServer();
+  // The code reports an exit code on the status pipe, closes its output and keeps running: the
+  // reply comes with that code at once, and the worker is killed and reaped after it (TearDown
+  // finds no cgroup left; the next request runs).
+  auto t0 = std::chrono::steady_clock::now();
+  CommandResult r = RunPython(
+      "import os, sys, time\nprint('early', flush=True)\n"
+      "os.close(1); os.close(2)\nos.write(3, (5).to_bytes(4, sys.byteorder))\ntime.sleep(60)");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
+  EXPECT_EQ(r.exit_code, 5);
+  EXPECT_EQ(r.stdout_preview, "early\n");
+  EXPECT_EQ(RunPython("print('next')").stdout_preview, "next\n");
+}
+
+TEST_F(ForkServerTest, KilledZygoteIsRecreated) {
+  StartServer();
+  pid_t zygote = server_->zygote_pid();
+  ASSERT_GT(zygote, 0);
+  ASSERT_EQ(kill(zygote, SIGKILL), 0);
+  // The server notices at the next request (its pidfd is readable) and starts a new one.
+  CommandResult r = RunPython("print('again')");
+  EXPECT_EQ(r.stdout_preview, "again\n") << r.stderr_preview;
+  EXPECT_EQ(server_->zygote_starts(), 2);
+  EXPECT_NE(server_->zygote_pid(), zygote);
+  EXPECT_GT(server_->zygote_pid(), 0);
+}
+
+TEST_F(ForkServerTest, MemoryLimitIsOomKill) {
+  spec::SandboxSpec spec = TestSpec();
+  spec.resources.memory_mb = 64;
+  StartServer(Options(spec));
+  CommandResult r = RunPython("b = b'x' * (512 << 20)\nprint('survived')");
+  EXPECT_EQ(r.classification, Classification::kResourceExhaustedMemory) << r.stderr_preview;
+  EXPECT_EQ(r.signal, SIGKILL);
+  EXPECT_GE(r.usage.oom_kills, 1);
+  EXPECT_EQ(r.stdout_preview, "");
+}
+
+TEST_F(ForkServerTest, TimeoutKillsTheWorker) {
+  StartServer();
+  auto t0 = std::chrono::steady_clock::now();
+  CommandResult r =
+      RunPython("print('start', flush=True)\nwhile True: pass", std::chrono::milliseconds(1000));
+  auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(r.classification, Classification::kCommandTimeout);
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_EQ(r.signal, SIGKILL);
+  EXPECT_EQ(r.stdout_preview, "start\n");  // partial output kept
+  EXPECT_LT(took, std::chrono::seconds(10));
+}
+
+TEST_F(ForkServerTest, HostSecretsAreMasked) {
+  StartServer();
+  // Attack: read the host's password hashes. /etc/shadow is an empty file in the sandbox.
+  CommandResult r = RunPython("print(repr(open('/etc/shadow').read()))");
+  EXPECT_EQ(r.stdout_preview, "''\n") << r.stderr_preview;
+}
+
+TEST_F(ForkServerTest, NoNetworkBeyondLoopback) {
+  StartServer();
+  // Attack: reach an address outside with network profile none: the namespace has only lo.
+  CommandResult r = RunPython(
+      "import socket\ns = socket.socket()\n"
+      "try:\n    s.connect(('8.8.8.8', 53))\nexcept OSError as e:\n    print(e.errno)");
+  EXPECT_EQ(r.stdout_preview, "101\n") << r.stderr_preview;  // ENETUNREACH
+}
+
+TEST_F(ForkServerTest, WritesOutsideWritableMountsFail) {
+  StartServer();
+  // Attack: write to the read-only root, the tools, the control directory and /usr.
+  CommandResult r = RunPython(
+      "for p in ['/x', '/usr/x', '/etc/passwd', '/sandbox/tools/x', "
+      "'/sandbox/control/spec.json']:\n"
+      "    try:\n        open(p, 'w')\n        print(p, 'opened')\n"
+      "    except OSError as e:\n        print(p, e.errno)");
+  EXPECT_EQ(
+      r.stdout_preview,
+      "/x 30\n/usr/x 30\n/etc/passwd 30\n/sandbox/tools/x 30\n/sandbox/control/spec.json 30\n")
+      << r.stderr_preview;  // EROFS everywhere
+}
+
+TEST_F(ForkServerTest, BadRequestsAreRefusedClearly) {
+  StartServer();
+  const std::string socket = dir_ + "/fs.sock";
+  auto big = forkserver::Run(
+      socket, {.template_name = "python", .code = std::string(kMaxCodeBytes + 1, 'x')});
+  EXPECT_EQ(big.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(big.status().message()), HasSubstr("request.code"));
+  auto json = RunRaw(socket, static_cast<uint32_t>(FrameType::kRun), "{not json");
+  EXPECT_EQ(json.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(json.status().message()), HasSubstr("not valid JSON"));
+  auto node = forkserver::Run(socket, {.template_name = "node", .code = "1"});
+  EXPECT_EQ(node.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(node.status().message()), HasSubstr("\"node\" is not served here"));
+  auto frame = RunRaw(socket, 77, "{}");
+  EXPECT_EQ(frame.status().code(), absl::StatusCode::kInvalidArgument);
+  auto field = RunRaw(socket, static_cast<uint32_t>(FrameType::kRun),
+                      R"({"template":"python","code":"1","shell":"sh"})");
+  EXPECT_THAT(std::string(field.status().message()), HasSubstr("request.shell: unknown field"));
+  // The server still serves after all that.
+  EXPECT_EQ(RunPython("print(1)").stdout_preview, "1\n");
+}
+
+TEST_F(ForkServerTest, SocketIsOwnerOnly) {
+  StartServer();
+  struct stat st;
+  ASSERT_EQ(stat((dir_ + "/fs.sock").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+TEST_F(ForkServerTest, ZygoteWithThreadsIsRefused) {
+  ForkServerOptions o = Options();
+  o.preload =
+      "import threading, time\nthreading.Thread(target=time.sleep, args=(60,), "
+      "daemon=True).start()";
+  auto s = ForkServer::Start(std::move(o));
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("zygote"));
+}
+
+TEST_F(ForkServerTest, NetworkProfilesOtherThanNoneAreRefused) {
+  spec::SandboxSpec spec = TestSpec();
+  spec.network.profile = spec::NetworkProfile::kOpen;
+  auto s = ForkServer::Start(Options(spec));
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("no egress path"));
+}
+
+}  // namespace
+}  // namespace airlock::forkserver

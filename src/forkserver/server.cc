@@ -1,0 +1,501 @@
+#include "forkserver/server.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <future>
+#include <mutex>
+
+#include "command/command.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "engine/forked_sandbox.h"
+#include "engine/native_sandbox.h"
+#include "fmt/format.h"
+#include "forkserver/internal/zygote_protocol.h"
+#include "forkserver/protocol.h"
+#include "init/protocol.h"
+
+namespace airlock::forkserver {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+int64_t Micros(Clock::duration d) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(d).count();
+}
+
+const Logger& Log() {
+  static const Logger& logger = GetLogger("forkserver");
+  return logger;
+}
+
+// Waits until `fd` is readable; false on timeout.
+bool WaitReadable(int fd, milliseconds timeout) {
+  struct pollfd p = {fd, POLLIN, 0};
+  int rc;
+  do {
+    rc = ::poll(&p, 1, static_cast<int>(timeout.count()));
+  } while (rc < 0 && errno == EINTR);
+  return rc > 0;
+}
+
+absl::Status Unavailable(const std::string& message) { return absl::UnavailableError(message); }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ForkServer>> ForkServer::Start(ForkServerOptions options) {
+  bool known = false;
+  for (const char* t : kTemplates) known |= options.template_name == t;
+  if (!known) {
+    return InvalidArgument(
+        fmt::format("template \"{}\" is unknown (known: python)", options.template_name));
+  }
+  if (options.cgroups == nullptr) return InvalidArgument("fork-server options: no cgroup driver");
+  RETURN_IF_ERROR(engine::ForkedSandbox::CheckSpec(options.spec), "spec");
+  if (options.tools_dir.empty()) options.tools_dir = engine::DefaultToolsDir();
+  if (options.zygote_path.empty()) {
+    char exe[PATH_MAX];
+    ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    std::string dir = n > 0 ? std::string(exe, static_cast<size_t>(n)) : std::string("/usr/bin/");
+    options.zygote_path =
+        fmt::format("{}/airlock-zygote-{}", dir.substr(0, dir.rfind('/')), options.template_name);
+  }
+  if (::access(options.zygote_path.c_str(), X_OK) != 0) {
+    return ErrnoStatus(errno, fmt::format("zygote program {}", options.zygote_path));
+  }
+  struct sockaddr_un addr = {};
+  addr.sun_family = AF_UNIX;
+  if (options.socket_path.empty() || options.socket_path.size() >= sizeof(addr.sun_path)) {
+    return InvalidArgument(fmt::format("--socket \"{}\": empty or longer than {} bytes",
+                                       options.socket_path, sizeof(addr.sun_path) - 1));
+  }
+  std::memcpy(addr.sun_path, options.socket_path.data(), options.socket_path.size());
+
+  std::unique_ptr<ForkServer> server(new ForkServer());
+  server->options_ = std::move(options);
+  const ForkServerOptions& o = server->options_;
+  server->listen_.Reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!server->listen_) return ErrnoStatus(errno, "socket");
+  // Bound with no permission at all, then opened up to the mode asked: no moment where anyone
+  // else could connect.
+  mode_t old_umask = ::umask(0777);
+  int rc = ::bind(server->listen_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  int bind_errno = errno;
+  ::umask(old_umask);
+  if (rc != 0) return ErrnoStatus(bind_errno, fmt::format("bind {}", o.socket_path));
+  auto fail = [&](absl::Status st) {
+    ::unlink(o.socket_path.c_str());
+    return st;
+  };
+  if (o.socket_group && ::chown(o.socket_path.c_str(), static_cast<uid_t>(-1), *o.socket_group)) {
+    return fail(ErrnoStatus(errno, fmt::format("chgrp {}", o.socket_path)));
+  }
+  if (::chmod(o.socket_path.c_str(), o.socket_mode) != 0) {
+    return fail(ErrnoStatus(errno, fmt::format("chmod {}", o.socket_path)));
+  }
+  if (::listen(server->listen_.get(), 64) != 0) return fail(ErrnoStatus(errno, "listen"));
+  server->stop_event_.Reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  server->wake_event_.Reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!server->stop_event_ || !server->wake_event_) return fail(ErrnoStatus(errno, "eventfd"));
+
+  // The zygote is started by the serving thread: the workers' parent-death signal follows the
+  // thread that started their zygote.
+  std::promise<absl::Status> started;
+  std::future<absl::Status> started_f = started.get_future();
+  ForkServer* raw = server.get();
+  server->thread_ = std::thread([raw, &started] {
+    absl::Status st = raw->StartZygote();
+    bool ok = st.ok();
+    started.set_value(std::move(st));
+    if (ok) raw->ServeLoop();
+    raw->Shutdown();
+  });
+  absl::Status st = started_f.get();
+  if (!st.ok()) {
+    server->thread_.join();
+    server->stopped_ = true;
+    return fail(Annotate(st, "start zygote"));
+  }
+  Log().Info("fork-server ready", {{"socket", o.socket_path},
+                                   {"template", o.template_name},
+                                   {"zygote_pid", static_cast<int64_t>(server->zygote_pid())}});
+  return server;
+}
+
+ForkServer::~ForkServer() { Stop(); }
+
+void ForkServer::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  uint64_t one = 1;
+  (void)!::write(stop_event_.get(), &one, sizeof(one));
+  if (thread_.joinable()) thread_.join();
+  listen_.Reset();
+  ::unlink(options_.socket_path.c_str());
+}
+
+absl::Status ForkServer::StartZygote() {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+    return ErrnoStatus(errno, "socketpair");
+  }
+  UniqueFd ours(sv[0]), theirs(sv[1]);
+  UniqueFd null_fd(::open("/dev/null", O_RDWR | O_CLOEXEC));
+  if (!null_fd) return ErrnoStatus(errno, "open /dev/null");
+  // Everything the child needs is made before fork: it only makes system calls until exec.
+  std::vector<std::string> args = {options_.zygote_path};
+  if (!options_.preload.empty()) {
+    args.push_back("--preload");
+    args.push_back(options_.preload);
+  }
+  // Libraries that start thread pools at import (OpenBLAS, OpenMP, MKL, numexpr) are held to
+  // one thread: the zygote must be single-threaded whenever it forks.
+  std::vector<std::string> env = {
+      "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+      "LANG=C.UTF-8",
+      "HOME=/sandbox/home",
+      "OPENBLAS_NUM_THREADS=1",
+      "OMP_NUM_THREADS=1",
+      "MKL_NUM_THREADS=1",
+      "NUMEXPR_NUM_THREADS=1",
+      "VECLIB_MAXIMUM_THREADS=1",
+      "PYTHONDONTWRITEBYTECODE=1",
+      "PYTHONNOUSERSITE=1",
+  };
+  std::vector<char*> argv, envp;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0) return ErrnoStatus(errno, "fork zygote");
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+    if (::getppid() != parent) _exit(126);
+    ::dup2(null_fd.get(), 0);
+    ::dup2(null_fd.get(), 1);
+    ::dup2(theirs.get(), internal::kZygoteFd);  // dup2 clears close-on-exec
+    ::close_range(internal::kZygoteFd + 1, ~0U, 0);
+    ::execve(argv[0], argv.data(), envp.data());
+    _exit(127);
+  }
+  theirs.Reset();
+  UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  if (!pidfd) {
+    int e = errno;
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    return ErrnoStatus(e, "pidfd_open zygote");
+  }
+  zygote_sock_ = std::move(ours);
+  zygote_pidfd_ = std::move(pidfd);
+  zygote_pid_ = pid;
+  ++zygote_starts_;
+  if (!WaitReadable(zygote_sock_.get(), options_.zygote_start_timeout)) {
+    StopZygote();
+    return absl::DeadlineExceededError(fmt::format("the zygote did not finish its preload in {} ms",
+                                                   options_.zygote_start_timeout.count()));
+  }
+  uint32_t type = 0;
+  std::string payload;
+  int fds[init::kMaxFds];
+  int nfds = 0;
+  int err = init::ReceiveFrame(zygote_sock_.get(), &type, &payload, fds, &nfds);
+  for (int i = 0; i < nfds; ++i) ::close(fds[i]);
+  init::Reader r(payload);
+  if (err != 0 || type != static_cast<uint32_t>(internal::ZygoteFrame::kReady) ||
+      r.U32() != internal::kZygoteVersion || !r.done()) {
+    StopZygote();
+    return FailedPrecondition(
+        "the zygote exited before it was ready (its preload failed, or it is not the zygote of "
+        "this airlock build; see its stderr)");
+  }
+  return absl::OkStatus();
+}
+
+void ForkServer::StopZygote() {
+  zygote_sock_.Reset();  // the zygote exits at EOF
+  if (zygote_pidfd_) {
+    if (!WaitReadable(zygote_pidfd_.get(), milliseconds(500))) {
+      ::syscall(SYS_pidfd_send_signal, zygote_pidfd_.get(), SIGKILL, nullptr, 0);
+    }
+    siginfo_t info = {};
+    ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(zygote_pidfd_.get()), &info,
+             WEXITED);
+    zygote_pidfd_.Reset();
+  }
+  zygote_pid_ = -1;
+}
+
+bool ForkServer::ZygoteAlive() {
+  return zygote_pidfd_ && zygote_sock_ && !WaitReadable(zygote_pidfd_.get(), milliseconds(0));
+}
+
+void ForkServer::Wake() {
+  uint64_t one = 1;
+  (void)!::write(wake_event_.get(), &one, sizeof(one));
+}
+
+void ForkServer::ServeLoop() {
+  for (;;) {
+    bool room;
+    {
+      std::lock_guard lock(mu_);
+      room = active_ < options_.max_concurrent;
+    }
+    struct pollfd p[3] = {{stop_event_.get(), POLLIN, 0},
+                          {wake_event_.get(), POLLIN, 0},
+                          {room ? listen_.get() : -1, POLLIN, 0}};
+    if (::poll(p, 3, -1) < 0) {
+      if (errno == EINTR) continue;
+      Log().Error("poll", {{"error", std::strerror(errno)}});
+      return;
+    }
+    if (p[0].revents) return;
+    if (p[1].revents) {
+      uint64_t n;
+      (void)!::read(wake_event_.get(), &n, sizeof(n));
+      bool restart;
+      {
+        std::lock_guard lock(mu_);
+        restart = restart_requested_;
+      }
+      if (restart) {
+        // Here, on this thread: the zygote's and its workers' parent-death signal follow it.
+        absl::Status st;
+        {
+          std::lock_guard zlock(zygote_mu_);
+          if (!ZygoteAlive()) {
+            Log().Warn("zygote gone; starting a new one", {});
+            StopZygote();
+            st = StartZygote();
+          }
+        }
+        std::lock_guard lock(mu_);
+        restart_requested_ = false;
+        restart_status_ = st;
+        ++restart_generation_;
+        cv_.notify_all();
+      }
+    }
+    if (room && (p[2].revents & POLLIN)) {
+      int conn = ::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC);
+      if (conn < 0) continue;
+      {
+        std::lock_guard lock(mu_);
+        ++active_;
+      }
+      std::thread([this, conn] {
+        ServeConnection(conn);
+        ::close(conn);
+        std::lock_guard lock(mu_);
+        --active_;
+        cv_.notify_all();
+        Wake();  // there may be room to accept again
+      }).detach();
+    }
+  }
+}
+
+void ForkServer::Shutdown() {
+  std::unique_lock lock(mu_);
+  stopping_ = true;
+  for (engine::ForkedSandbox* sb : running_) sb->Kill();
+  cv_.notify_all();
+  cv_.wait(lock, [this] { return active_ == 0; });
+  next_.reset();
+  lock.unlock();
+  std::lock_guard zlock(zygote_mu_);
+  StopZygote();
+}
+
+absl::Status ForkServer::EnsureZygote() {
+  {
+    std::lock_guard zlock(zygote_mu_);
+    if (ZygoteAlive()) return absl::OkStatus();
+  }
+  std::unique_lock lock(mu_);
+  uint64_t generation = restart_generation_;
+  restart_requested_ = true;
+  Wake();
+  cv_.wait(lock, [&] { return restart_generation_ != generation || stopping_; });
+  if (stopping_) return Unavailable("the fork-server is stopping");
+  return restart_status_;
+}
+
+void ForkServer::ServeConnection(int conn) {
+  // A client that connects and sends nothing cannot hold the server up for long.
+  struct timeval tv = {10, 0};
+  ::setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  ::setsockopt(conn, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  uint32_t type = 0;
+  std::string payload;
+  int fds[init::kMaxFds];
+  int nfds = 0;
+  int err = init::ReceiveFrame(conn, &type, &payload, fds, &nfds);
+  for (int i = 0; i < nfds; ++i) ::close(fds[i]);
+  absl::StatusOr<std::string> reply;
+  std::unique_ptr<engine::ForkedSandbox> used;
+  if (err == EMSGSIZE) {
+    reply = InvalidArgument(fmt::format("request: frame larger than {} bytes", init::kMaxPayload));
+  } else if (err != 0) {
+    return;  // the client went away or sent a broken frame: nobody to answer
+  } else if (type != static_cast<uint32_t>(FrameType::kRun)) {
+    reply = InvalidArgument(fmt::format("request: frame type {} is not run (1)", type));
+  } else if (payload.size() > kMaxRequestBytes) {
+    reply = InvalidArgument(fmt::format("request: {} bytes, more than the limit of {}",
+                                        payload.size(), kMaxRequestBytes));
+  } else {
+    reply = Run(payload, &used);
+  }
+  // The worker may have run for a while: the reply gets its own send deadline.
+  if (reply.ok()) {
+    init::SendFrame(conn, static_cast<uint32_t>(FrameType::kResult), *reply);
+  } else {
+    Log().Info("request refused", {{"error", Message(reply.status())}});
+    init::SendFrame(conn, static_cast<uint32_t>(FrameType::kError), EncodeError(reply.status()));
+  }
+  AfterReply(std::move(used));
+}
+
+absl::StatusOr<engine::ForkedWorker> ForkServer::Fork(const engine::WorkerLaunch& launch,
+                                                      const std::string& code, bool* lost) {
+  if (launch.fds.size() > static_cast<size_t>(init::kMaxFds)) {
+    return Internal(fmt::format("worker plan has {} descriptors, more than {}", launch.fds.size(),
+                                init::kMaxFds));
+  }
+  std::string frame = internal::EncodeForkRequest({launch.plan, launch.env, code});
+  // One fork at a time: the zygote answers requests in order.
+  std::lock_guard zlock(zygote_mu_);
+  if (!zygote_sock_) {
+    *lost = true;
+    return Unavailable("the zygote is gone; a new one is started for the next request");
+  }
+  if (init::SendFrame(zygote_sock_.get(), static_cast<uint32_t>(internal::ZygoteFrame::kFork),
+                      frame, launch.fds.data(), static_cast<int>(launch.fds.size())) != 0) {
+    *lost = true;
+    return Unavailable("the zygote is gone; a new one is started for the next request");
+  }
+  uint32_t type = 0;
+  std::string payload;
+  int fds[init::kMaxFds];
+  int nfds = 0;
+  int err = WaitReadable(zygote_sock_.get(), milliseconds(30000))
+                ? init::ReceiveFrame(zygote_sock_.get(), &type, &payload, fds, &nfds)
+                : ETIMEDOUT;
+  std::vector<UniqueFd> received;
+  for (int i = 0; i < nfds; ++i) received.emplace_back(fds[i]);
+  internal::ForkReply reply;
+  if (err != 0 || type != static_cast<uint32_t>(internal::ZygoteFrame::kForked) ||
+      !internal::DecodeForkReply(payload, &reply)) {
+    *lost = true;
+    zygote_sock_.Reset();  // out of step with us: ZygoteAlive is false until it is replaced
+    return Unavailable(
+        "the zygote died or did not answer while forking; a new one is started for the next "
+        "request");
+  }
+  if (reply.err != 0) return FailedPrecondition(fmt::format("zygote: {}", reply.message));
+  if (received.size() != 1 || reply.pid <= 0) return Internal("zygote: reply without a pidfd");
+  return engine::ForkedWorker{reply.pid, std::move(received[0])};
+}
+
+absl::StatusOr<std::string> ForkServer::Run(const std::string& payload,
+                                            std::unique_ptr<engine::ForkedSandbox>* used) {
+  ASSIGN_OR_RETURN(RunRequest request, DecodeRunRequest(payload));
+  if (request.template_name != options_.template_name) {
+    return InvalidArgument(
+        fmt::format("request.template: \"{}\" is not served here (this "
+                    "fork-server serves \"{}\")",
+                    request.template_name, options_.template_name));
+  }
+  CommandSpec command;
+  command.argv = {options_.template_name, "<code>"};
+  command.timeout = request.timeout;
+  // A zygote found dead before it forked (killed between two requests, or while this one was
+  // sent) is replaced and the request tried once more: nothing of it ran yet.
+  auto t0 = Clock::now();
+  std::unique_ptr<engine::ForkedSandbox> sb;
+  for (int attempt = 0;; ++attempt) {
+    RETURN_IF_ERROR(EnsureZygote(), "restart zygote");
+    {
+      std::lock_guard lock(mu_);
+      sb = std::move(next_);
+    }
+    if (!sb) {
+      ASSIGN_OR_RETURN(sb, PrepareSandbox(), "prepare worker sandbox");
+    }
+    bool zygote_lost = false;
+    absl::Status started = sb->Start(command, [&](const engine::WorkerLaunch& launch) {
+      return Fork(launch, request.code, &zygote_lost);
+    });
+    if (zygote_lost) {
+      (void)sb->Destroy();
+      if (attempt == 0) continue;
+    }
+    RETURN_IF_ERROR(started, "start worker");
+    break;
+  }
+  auto t1 = Clock::now();
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) sb->Kill();
+    running_.insert(sb.get());
+  }
+  absl::StatusOr<CommandResult> result = sb->Wait();
+  {
+    std::lock_guard lock(mu_);
+    running_.erase(sb.get());
+  }
+  auto t2 = Clock::now();
+  *used = std::move(sb);  // removed once the reply is out (AfterReply)
+  RETURN_IF_ERROR(result.status(), "run worker");
+  Log().Debug("request served", {{"start_us", Micros(t1 - t0)}, {"run_us", Micros(t2 - t1)}});
+  return ToJson(*result).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+absl::StatusOr<std::unique_ptr<engine::ForkedSandbox>> ForkServer::PrepareSandbox() {
+  engine::SandboxOptions sandbox;
+  sandbox.spec = options_.spec;
+  sandbox.tools_dir = options_.tools_dir;
+  sandbox.run_dir_base = options_.run_dir_base;
+  sandbox.cgroups = options_.cgroups;
+  sandbox.allow_degraded = options_.allow_degraded;
+  return engine::ForkedSandbox::Prepare(std::move(sandbox));
+}
+
+void ForkServer::AfterReply(std::unique_ptr<engine::ForkedSandbox> used) {
+  if (used) {
+    if (absl::Status st = used->Destroy(); !st.ok()) {
+      Log().Warn("remove worker sandbox", {{"error", Message(st)}});
+    }
+  }
+  // The next request's sandbox (plan, cgroup) is made while no one waits for it.
+  {
+    std::lock_guard lock(mu_);
+    if (next_ || stopping_) return;
+  }
+  absl::StatusOr<std::unique_ptr<engine::ForkedSandbox>> next = PrepareSandbox();
+  if (!next.ok()) {
+    Log().Warn("prepare the next worker sandbox", {{"error", Message(next.status())}});
+    return;
+  }
+  std::lock_guard lock(mu_);
+  if (!next_ && !stopping_) next_ = *std::move(next);  // else ours is destroyed on return
+}
+
+}  // namespace airlock::forkserver
