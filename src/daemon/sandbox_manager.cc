@@ -155,9 +155,10 @@ std::string SandboxManager::StateDir(const SandboxId& id) const {
   return fmt::format("{}/sandboxes/{}", options_.data_dir, id.value());
 }
 
-shim::ShimClient SandboxManager::ClientFor(const store::SandboxRecord& record) const {
+shim::ShimClient SandboxManager::ClientFor(const store::SandboxRecord& record) {
   return shim::ShimClient(record.runtime.shim_socket.empty() ? StateDir(record.id) + "/shim.sock"
-                                                             : record.runtime.shim_socket);
+                                                             : record.runtime.shim_socket,
+                          &shim_connections_);
 }
 
 void SandboxManager::NoteActivity(const SandboxId& id) { (void)store_->Touch(id, absl::Now()); }
@@ -266,11 +267,8 @@ absl::StatusOr<store::CreateResult> SandboxManager::Create(const Caller& caller,
     return InvalidArgument("workspace.git: repo and commit are both required");
   }
   {
-    store::SandboxQuery q;
-    q.states = kLiveStates;
-    q.limit = 1000;
-    ASSIGN_OR_RETURN(store::SandboxPage live, store_->ListSandboxes(q));
-    if (static_cast<int>(live.sandboxes.size()) >= options_.max_sandboxes) {
+    ASSIGN_OR_RETURN(int64_t live, store_->CountSandboxes(kLiveStates));
+    if (live >= options_.max_sandboxes) {
       return ResourceExhausted(
           fmt::format("this node runs its maximum of {} sandboxes", options_.max_sandboxes));
     }
@@ -472,18 +470,16 @@ absl::StatusOr<store::CommandRecord> SandboxManager::RunCommand(const Caller& ca
     std::lock_guard lock(mu_);
     ++busy_[record.id];
   }
+  // PutCommand above and FinishCommand at the end stamp the sandbox's activity in their own
+  // transactions; meanwhile the reaper counts the command through busy_.
   struct Idle {
     SandboxManager* m;
     SandboxId id;
     ~Idle() {
-      {
-        std::lock_guard lock(m->mu_);
-        if (--m->busy_[id] <= 0) m->busy_.erase(id);
-      }
-      m->NoteActivity(id);
+      std::lock_guard lock(m->mu_);
+      if (--m->busy_[id] <= 0) m->busy_.erase(id);
     }
   } idle{this, record.id};
-  NoteActivity(record.id);
 
   json command = {{"argv", request.command.argv}};
   if (!request.command.workdir.empty()) command["workdir"] = request.command.workdir;
@@ -900,6 +896,7 @@ absl::Status SandboxManager::RemoveLeftovers(const store::SandboxRecord& record)
   absl::Status status;
   std::string socket =
       record.runtime.shim_socket.empty() ? StateDir(id) + "/shim.sock" : record.runtime.shim_socket;
+  shim_connections_.Forget(socket);
   shim::ShimClient client(socket);
   absl::StatusOr<json> destroyed = client.Call({{"op", "destroy"}}, Ms(options_.timeout_cleaning));
   // A shim that did not answer is killed (its sandbox dies with it); the cgroup removal below

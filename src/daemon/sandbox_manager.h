@@ -236,7 +236,7 @@ class SandboxManager {
                                                   const ExecRequest& request, bool background,
                                                   const FrameSink& sink);
   absl::StatusOr<std::string> SandboxPath(const std::string& path) const;
-  shim::ShimClient ClientFor(const store::SandboxRecord& record) const;
+  shim::ShimClient ClientFor(const store::SandboxRecord& record);
   std::string StateDir(const SandboxId& id) const;
   void NoteActivity(const SandboxId& id);
 
@@ -247,6 +247,8 @@ class SandboxManager {
   image::ImageStore* images_ = nullptr;
   http::Histogram* exec_latency_ = nullptr;
   http::Counter* reaper_actions_ = nullptr;
+
+  shim::ShimConnections shim_connections_;  // idle connections to the shims, kept between calls
 
   std::mutex mu_;
   std::map<SandboxId, int> busy_;  // commands and streams in flight per sandbox
