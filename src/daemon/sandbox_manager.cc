@@ -140,6 +140,10 @@ SandboxManager::SandboxManager(ManagerOptions options, store::Store* store, stor
       metrics_(metrics),
       images_(images) {
   if (options_.cgroup_base.empty()) options_.cgroup_base = "airlock/" + options_.node.value();
+  if (options_.max_concurrent_starts <= 0) {
+    options_.max_concurrent_starts =
+        2 * static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  }
   if (metrics_ != nullptr) {
     exec_latency_ =
         &metrics_->AddHistogram("airlock_exec_seconds", "Time from an exec request to its result.",
@@ -327,7 +331,19 @@ absl::Status SandboxManager::Start(const store::SandboxRecord& record,
   RETURN_IF_ERROR(Transition(id, {SandboxState::kMountingWorkspace}, SandboxState::kStarting, actor,
                              "workspace ready")
                       .status());
-  ASSIGN_OR_RETURN(json hello, LaunchShim(id, s));
+  absl::StatusOr<json> launched;
+  {
+    std::unique_lock lock(start_mu_);
+    start_cv_.wait(lock, [&] { return starting_ < options_.max_concurrent_starts; });
+    ++starting_;
+  }
+  launched = LaunchShim(id, s);
+  {
+    std::lock_guard lock(start_mu_);
+    --starting_;
+  }
+  start_cv_.notify_one();
+  ASSIGN_OR_RETURN(json hello, std::move(launched));
   store::RuntimeInfo rt;
   rt.shim_pid = hello.value("shim_pid", 0);
   rt.shim_socket = StateDir(id) + "/shim.sock";
