@@ -127,6 +127,18 @@ struct Daemon {
       WaitFor(pid);
       pid = -1;
     }
+    // The daemon keeps its node's cgroup (airlock/<node>) across restarts; this node ends here.
+    // Only empty cgroups go (rmdir), after every sandbox was destroyed.
+    std::string node = ReadFile(dir + "/data/node-id", 256).value_or("");
+    node = node.substr(0, node.find('\n'));
+    if (!node.empty()) {
+      DIR* d = ::opendir("/sys/fs/cgroup");
+      while (dirent* e = d != nullptr ? ::readdir(d) : nullptr) {
+        if (e->d_name[0] == '.') continue;
+        ::rmdir((std::string("/sys/fs/cgroup/") + e->d_name + "/airlock/" + node).c_str());
+      }
+      if (d != nullptr) ::closedir(d);
+    }
     (void)RemoveTree(dir);
   }
 };

@@ -402,7 +402,13 @@ class Shim::Impl {
       ++running_commands_;
       rec->running = running.get();
     }
-    // The command runs on its own thread so it outlives this connection (a daemon restart).
+    // A plain exec's answer waits for the command anyway, so it runs on this connection's thread
+    // (which serves no other request meanwhile and carries on if the daemon goes away). Streamed
+    // and background commands run on their own thread, so they outlive this connection.
+    if (!background && !stream) {
+      RunCommand(rec, std::move(running));
+      return Follow(fd, rec, false, 0);
+    }
     std::thread(&Impl::RunCommand, this, rec, std::move(running)).detach();
     if (background) return json{{"command_id", rec->id.value()}, {"state", "running"}};
     return Follow(fd, rec, stream, 0);
