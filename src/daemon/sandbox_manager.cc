@@ -481,21 +481,26 @@ absl::StatusOr<store::CommandRecord> SandboxManager::RunCommand(const Caller& ca
   cmd.sandbox = record.id;
   cmd.argv = request.command.argv;
   cmd.background = background;
-  RETURN_IF_ERROR(store_->PutCommand(cmd, caller.actor));
+  // Registered before its row exists: the reaper must not take a command that is on its way to
+  // the shim for one the shim has lost.
   {
     std::lock_guard lock(mu_);
     ++busy_[record.id];
+    in_flight_.insert(cmd.id);
   }
-  // PutCommand above and FinishCommand at the end stamp the sandbox's activity in their own
+  // PutCommand below and FinishCommand at the end stamp the sandbox's activity in their own
   // transactions; meanwhile the reaper counts the command through busy_.
   struct Idle {
     SandboxManager* m;
     SandboxId id;
+    CommandId command;
     ~Idle() {
       std::lock_guard lock(m->mu_);
       if (--m->busy_[id] <= 0) m->busy_.erase(id);
+      m->in_flight_.erase(command);
     }
-  } idle{this, record.id};
+  } idle{this, record.id, cmd.id};
+  RETURN_IF_ERROR(store_->PutCommand(cmd, caller.actor));
 
   json command = {{"argv", request.command.argv}};
   if (!request.command.workdir.empty()) command["workdir"] = request.command.workdir;
@@ -519,11 +524,15 @@ absl::StatusOr<store::CommandRecord> SandboxManager::RunCommand(const Caller& ca
     }
     return store_->GetCommand(cmd.id);
   }
-  spec::SandboxSpec s;
-  if (auto parsed = spec::ParseSpecJson(record.spec, {}); parsed.ok()) s = *parsed;
+  // The stored spec is the effective one (spec::ToJson), so the timeout is there: reading that
+  // one field spares parsing the whole spec on every exec.
+  static const json::json_pointer kTimeout("/resources/commandTimeoutSeconds");
+  int64_t spec_timeout_s = spec::SandboxSpec().resources.command_timeout_seconds;
+  if (record.spec.contains(kTimeout) && record.spec.at(kTimeout).is_number_integer()) {
+    spec_timeout_s = record.spec.at(kTimeout).get<int64_t>();
+  }
   milliseconds idle_wait =
-      request.command.timeout.value_or(milliseconds(s.resources.command_timeout_seconds * 1000)) +
-      milliseconds(60000);
+      request.command.timeout.value_or(milliseconds(spec_timeout_s * 1000)) + milliseconds(60000);
   absl::StatusOr<json> r = client.Stream(
       req,
       [&](shim::Frame type, std::string_view payload) {
@@ -978,6 +987,12 @@ void SandboxManager::Adopt(const store::SandboxRecord& record, bool after_restar
   if (auto commands = store_->ListCommands(record.id); commands.ok()) {
     for (const store::CommandRecord& c : *commands) {
       if (c.state != store::CommandState::kRunning) continue;
+      {
+        // This daemon is running it (its exec may not have reached the shim yet): it records
+        // the end itself.
+        std::lock_guard lock(mu_);
+        if (in_flight_.count(c.id) > 0) continue;
+      }
       absl::StatusOr<json> st =
           client.Call({{"op", "command"}, {"command_id", c.id.value()}}, milliseconds(5000));
       if (st.ok() && st->value("state", "") == "finished" && st->contains("result")) {

@@ -261,6 +261,7 @@ class SandboxManager {
 
   std::mutex mu_;
   std::map<SandboxId, int> busy_;  // commands and streams in flight per sandbox
+  std::set<CommandId> in_flight_;  // commands whose exec call this daemon is making
   std::map<SandboxId, int64_t> last_cpu_us_;
   bool first_reconcile_ = true;
 };
