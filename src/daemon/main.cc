@@ -85,6 +85,8 @@ int Main(int argc, char** argv) {
   app.add_option("--max-sandboxes", max_sandboxes, "Live sandboxes this node accepts (1000)");
   app.add_option("--reap-interval", reap, "Seconds between reaper rounds (10)");
   app.add_option("--workers", o.worker_threads, "Threads for blocking work (64)");
+  app.add_option("--max-concurrent-starts", o.manager.max_concurrent_starts,
+                 "Sandbox starts running at once; more wait (default: twice the CPUs)");
   app.add_option("--max-file-bytes", o.manager.max_file_bytes,
                  "Largest file upload or download in bytes (1 GiB)")
       ->check(CLI::PositiveNumber);

@@ -141,6 +141,10 @@ SandboxManager::SandboxManager(ManagerOptions options, store::Store* store, stor
       metrics_(metrics),
       images_(images) {
   if (options_.cgroup_base.empty()) options_.cgroup_base = "airlock/" + options_.node.value();
+  if (options_.max_concurrent_starts <= 0) {
+    options_.max_concurrent_starts =
+        2 * static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  }
   if (metrics_ != nullptr) {
     exec_latency_ =
         &metrics_->AddHistogram("airlock_exec_seconds", "Time from an exec request to its result.",
@@ -156,9 +160,10 @@ std::string SandboxManager::StateDir(const SandboxId& id) const {
   return fmt::format("{}/sandboxes/{}", options_.data_dir, id.value());
 }
 
-shim::ShimClient SandboxManager::ClientFor(const store::SandboxRecord& record) const {
+shim::ShimClient SandboxManager::ClientFor(const store::SandboxRecord& record) {
   return shim::ShimClient(record.runtime.shim_socket.empty() ? StateDir(record.id) + "/shim.sock"
-                                                             : record.runtime.shim_socket);
+                                                             : record.runtime.shim_socket,
+                          &shim_connections_);
 }
 
 void SandboxManager::NoteActivity(const SandboxId& id) { (void)store_->Touch(id, absl::Now()); }
@@ -275,11 +280,8 @@ absl::StatusOr<store::CreateResult> SandboxManager::Create(const Caller& caller,
     return InvalidArgument("workspace.git: repo and commit are both required");
   }
   {
-    store::SandboxQuery q;
-    q.states = kLiveStates;
-    q.limit = 1000;
-    ASSIGN_OR_RETURN(store::SandboxPage live, store_->ListSandboxes(q));
-    if (static_cast<int>(live.sandboxes.size()) >= options_.max_sandboxes) {
+    ASSIGN_OR_RETURN(int64_t live, store_->CountSandboxes(kLiveStates));
+    if (live >= options_.max_sandboxes) {
       return ResourceExhausted(
           fmt::format("this node runs its maximum of {} sandboxes", options_.max_sandboxes));
     }
@@ -338,7 +340,19 @@ absl::Status SandboxManager::Start(const store::SandboxRecord& record,
   RETURN_IF_ERROR(Transition(id, {SandboxState::kMountingWorkspace}, SandboxState::kStarting, actor,
                              "workspace ready")
                       .status());
-  ASSIGN_OR_RETURN(json hello, LaunchShim(id, s));
+  absl::StatusOr<json> launched;
+  {
+    std::unique_lock lock(start_mu_);
+    start_cv_.wait(lock, [&] { return starting_ < options_.max_concurrent_starts; });
+    ++starting_;
+  }
+  launched = LaunchShim(id, s);
+  {
+    std::lock_guard lock(start_mu_);
+    --starting_;
+  }
+  start_cv_.notify_one();
+  ASSIGN_OR_RETURN(json hello, std::move(launched));
   store::RuntimeInfo rt;
   rt.shim_pid = hello.value("shim_pid", 0);
   rt.shim_socket = StateDir(id) + "/shim.sock";
@@ -476,23 +490,26 @@ absl::StatusOr<store::CommandRecord> SandboxManager::RunCommand(const Caller& ca
   cmd.sandbox = record.id;
   cmd.argv = request.command.argv;
   cmd.background = background;
-  RETURN_IF_ERROR(store_->PutCommand(cmd, caller.actor));
+  // Registered before its row exists: the reaper must not take a command that is on its way to
+  // the shim for one the shim has lost.
   {
     std::lock_guard lock(mu_);
     ++busy_[record.id];
+    in_flight_.insert(cmd.id);
   }
+  // PutCommand below and FinishCommand at the end stamp the sandbox's activity in their own
+  // transactions; meanwhile the reaper counts the command through busy_.
   struct Idle {
     SandboxManager* m;
     SandboxId id;
+    CommandId command;
     ~Idle() {
-      {
-        std::lock_guard lock(m->mu_);
-        if (--m->busy_[id] <= 0) m->busy_.erase(id);
-      }
-      m->NoteActivity(id);
+      std::lock_guard lock(m->mu_);
+      if (--m->busy_[id] <= 0) m->busy_.erase(id);
+      m->in_flight_.erase(command);
     }
-  } idle{this, record.id};
-  NoteActivity(record.id);
+  } idle{this, record.id, cmd.id};
+  RETURN_IF_ERROR(store_->PutCommand(cmd, caller.actor));
 
   json command = {{"argv", request.command.argv}};
   if (!request.command.workdir.empty()) command["workdir"] = request.command.workdir;
@@ -516,11 +533,15 @@ absl::StatusOr<store::CommandRecord> SandboxManager::RunCommand(const Caller& ca
     }
     return store_->GetCommand(cmd.id);
   }
-  spec::SandboxSpec s;
-  if (auto parsed = spec::ParseSpecJson(record.spec, {}); parsed.ok()) s = *parsed;
+  // The stored spec is the effective one (spec::ToJson), so the timeout is there: reading that
+  // one field spares parsing the whole spec on every exec.
+  static const json::json_pointer kTimeout("/resources/commandTimeoutSeconds");
+  int64_t spec_timeout_s = spec::SandboxSpec().resources.command_timeout_seconds;
+  if (record.spec.contains(kTimeout) && record.spec.at(kTimeout).is_number_integer()) {
+    spec_timeout_s = record.spec.at(kTimeout).get<int64_t>();
+  }
   milliseconds idle_wait =
-      request.command.timeout.value_or(milliseconds(s.resources.command_timeout_seconds * 1000)) +
-      milliseconds(60000);
+      request.command.timeout.value_or(milliseconds(spec_timeout_s * 1000)) + milliseconds(60000);
   absl::StatusOr<json> r = client.Stream(
       req,
       [&](shim::Frame type, std::string_view payload) {
@@ -911,6 +932,7 @@ absl::Status SandboxManager::RemoveLeftovers(const store::SandboxRecord& record)
   absl::Status status;
   std::string socket =
       record.runtime.shim_socket.empty() ? StateDir(id) + "/shim.sock" : record.runtime.shim_socket;
+  shim_connections_.Forget(socket);
   shim::ShimClient client(socket);
   absl::StatusOr<json> destroyed = client.Call({{"op", "destroy"}}, Ms(options_.timeout_cleaning));
   // A shim that did not answer is killed (its sandbox dies with it); the cgroup removal below
@@ -976,6 +998,12 @@ void SandboxManager::Adopt(const store::SandboxRecord& record, bool after_restar
   if (auto commands = store_->ListCommands(record.id); commands.ok()) {
     for (const store::CommandRecord& c : *commands) {
       if (c.state != store::CommandState::kRunning) continue;
+      {
+        // This daemon is running it (its exec may not have reached the shim yet): it records
+        // the end itself.
+        std::lock_guard lock(mu_);
+        if (in_flight_.count(c.id) > 0) continue;
+      }
       absl::StatusOr<json> st =
           client.Call({{"op", "command"}, {"command_id", c.id.value()}}, milliseconds(5000));
       if (st.ok() && st->value("state", "") == "finished" && st->contains("result")) {

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
@@ -56,6 +57,10 @@ struct ManagerOptions {
 
   uint64_t max_file_bytes = 1ull << 30;  // one upload or download
   int max_sandboxes = 1000;              // live sandboxes on this node
+  // Sandbox starts (shim launch to ready) running at once; more wait their turn. Starts are
+  // CPU-bound: on a small host a burst started all at once finishes all at once, late. 0: twice
+  // the number of CPUs.
+  int max_concurrent_starts = 0;
 };
 
 // Who is calling: the API key's id (sandboxes belong to it) and the audit actor.
@@ -238,7 +243,7 @@ class SandboxManager {
                                                   const ExecRequest& request, bool background,
                                                   const FrameSink& sink);
   absl::StatusOr<std::string> SandboxPath(const std::string& path) const;
-  shim::ShimClient ClientFor(const store::SandboxRecord& record) const;
+  shim::ShimClient ClientFor(const store::SandboxRecord& record);
   std::string StateDir(const SandboxId& id) const;
   void NoteActivity(const SandboxId& id);
 
@@ -250,8 +255,15 @@ class SandboxManager {
   http::Histogram* exec_latency_ = nullptr;
   http::Counter* reaper_actions_ = nullptr;
 
+  shim::ShimConnections shim_connections_;  // idle connections to the shims, kept between calls
+
+  std::mutex start_mu_;
+  std::condition_variable start_cv_;
+  int starting_ = 0;  // LaunchShim calls in progress (at most max_concurrent_starts)
+
   std::mutex mu_;
   std::map<SandboxId, int> busy_;  // commands and streams in flight per sandbox
+  std::set<CommandId> in_flight_;  // commands whose exec call this daemon is making
   std::map<SandboxId, int64_t> last_cpu_us_;
   bool first_reconcile_ = true;
 };

@@ -61,13 +61,73 @@ absl::StatusOr<nlohmann::json> ShimClient::Stream(
     const nlohmann::json& request,
     const std::function<bool(Frame type, std::string_view payload)>& on_frame,
     std::chrono::milliseconds idle_timeout) {
-  ASSIGN_OR_RETURN(UniqueFd fd, Connect(socket_path_));
-  RETURN_IF_ERROR(SendJson(fd.get(), Frame::kRequest, request));
+  UniqueFd fd = pool_ != nullptr ? pool_->Take(socket_path_) : UniqueFd();
+  bool pooled = static_cast<bool>(fd);
+  absl::StatusOr<Received> r = absl::UnknownError("");
   for (;;) {
-    ASSIGN_OR_RETURN(Received r, ReceiveWithin(fd.get(), idle_timeout));
-    if (r.type == Frame::kResponse) return Final(r);
-    if (!on_frame(r.type, r.payload)) return absl::CancelledError("the reader stopped");
+    if (!fd) {
+      ASSIGN_OR_RETURN(fd, Connect(socket_path_));
+    }
+    absl::Status sent = SendJson(fd.get(), Frame::kRequest, request);
+    r = sent.ok() ? ReceiveWithin(fd.get(), idle_timeout) : absl::StatusOr<Received>(sent);
+    // A kept connection the shim closed after Take looked at it fails before any answer; the
+    // shim never reads a request without answering it, so sending again cannot run it twice.
+    if (r.ok() || !pooled || r.status().code() == absl::StatusCode::kDeadlineExceeded) break;
+    fd.Reset();
+    pooled = false;
   }
+  for (;;) {
+    if (!r.ok()) return r.status();
+    if (r->type == Frame::kResponse) {
+      absl::StatusOr<nlohmann::json> answer = Final(*r);
+      if (pool_ != nullptr) pool_->Give(socket_path_, std::move(fd));
+      return answer;
+    }
+    if (!on_frame(r->type, r->payload)) return absl::CancelledError("the reader stopped");
+    r = ReceiveWithin(fd.get(), idle_timeout);
+  }
+}
+
+UniqueFd ShimConnections::Take(const std::string& socket_path) {
+  for (;;) {
+    UniqueFd fd;
+    {
+      std::lock_guard lock(mu_);
+      auto it = idle_.find(socket_path);
+      if (it == idle_.end()) return UniqueFd();
+      fd = std::move(it->second.back());
+      it->second.pop_back();
+      --idle_count_;
+      if (it->second.empty()) idle_.erase(it);
+    }
+    // An idle connection has nothing to read: readable means the shim closed it.
+    struct pollfd p = {fd.get(), POLLIN, 0};
+    if (::poll(&p, 1, 0) == 0) return fd;
+  }
+}
+
+void ShimConnections::Give(const std::string& socket_path, UniqueFd fd) {
+  std::lock_guard lock(mu_);
+  if (idle_count_ >= max_idle_) return;
+  std::vector<UniqueFd>& list = idle_[socket_path];
+  if (list.size() >= max_idle_per_shim_) return;
+  list.push_back(std::move(fd));
+  ++idle_count_;
+}
+
+void ShimConnections::Forget(const std::string& socket_path) {
+  std::vector<UniqueFd> closing;
+  std::lock_guard lock(mu_);
+  auto it = idle_.find(socket_path);
+  if (it == idle_.end()) return;
+  closing = std::move(it->second);
+  idle_.erase(it);
+  idle_count_ -= closing.size();
+}
+
+size_t ShimConnections::idle() const {
+  std::lock_guard lock(mu_);
+  return idle_count_;
 }
 
 absl::StatusOr<std::unique_ptr<ShimClient::UploadStream>> ShimClient::BeginUpload(

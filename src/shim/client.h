@@ -1,23 +1,54 @@
-// The daemon's side of the shim protocol (protocol.h): one connection per call, blocking, with
-// deadlines. Thread-safe (no shared state but the socket path).
+// The daemon's side of the shim protocol (protocol.h): blocking calls with deadlines. A call
+// takes an idle connection from a ShimConnections pool when it is given one (and returns it
+// after a complete answer), else connects. Thread-safe.
 #ifndef AIRLOCK_SHIM_CLIENT_H_
 #define AIRLOCK_SHIM_CLIENT_H_
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/unique_fd.h"
 #include "nlohmann/json.hpp"
 #include "shim/protocol.h"
 
 namespace airlock::shim {
 
+// Idle connections to shims, by socket path, so that a call costs no connect (and no thread in
+// the shim). A connection is kept only after a complete answer; one the shim closed meanwhile
+// (it exited or was restarted) is dropped when taken. Thread-safe.
+class ShimConnections {
+ public:
+  // Concurrent calls to one shim beyond `max_idle_per_shim` connect afresh and close after.
+  explicit ShimConnections(size_t max_idle_per_shim = 1, size_t max_idle = 256)
+      : max_idle_per_shim_(max_idle_per_shim), max_idle_(max_idle) {}
+
+  // An idle connection to `socket_path` that is still open, or an invalid fd.
+  UniqueFd Take(const std::string& socket_path);
+  // Keeps `fd` for the next call, or closes it when `socket_path` (or the pool) already holds
+  // as many idle connections as it keeps.
+  void Give(const std::string& socket_path, UniqueFd fd);
+  // Closes every idle connection to `socket_path` (its sandbox is gone).
+  void Forget(const std::string& socket_path);
+  size_t idle() const;
+
+ private:
+  const size_t max_idle_per_shim_, max_idle_;
+  mutable std::mutex mu_;
+  size_t idle_count_ = 0;
+  std::map<std::string, std::vector<UniqueFd>> idle_;
+};
+
 class ShimClient {
  public:
-  explicit ShimClient(std::string socket_path) : socket_path_(std::move(socket_path)) {}
+  explicit ShimClient(std::string socket_path, ShimConnections* pool = nullptr)
+      : socket_path_(std::move(socket_path)), pool_(pool) {}
 
   // One request, one response. Unavailable when the shim cannot be reached (it is gone).
   absl::StatusOr<nlohmann::json> Call(const nlohmann::json& request,
@@ -56,6 +87,7 @@ class ShimClient {
 
  private:
   std::string socket_path_;
+  ShimConnections* pool_;
 };
 
 }  // namespace airlock::shim

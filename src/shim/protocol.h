@@ -3,7 +3,9 @@
 // One shim process owns one sandbox (it is the parent of the sandbox's airlock-init), so the
 // daemon can be restarted or upgraded while sandboxes keep running: a new daemon finds each shim
 // by its socket and re-adopts it. The shim listens on a unix stream socket (mode 0600, in the
-// daemon's data directory); every request is one connection:
+// daemon's data directory). A connection carries one request at a time, and further requests
+// after each answer (the daemon keeps connections open; an upload's connection is closed after
+// its answer):
 //
 //   client -> shim   kRequest  {"op": ..., ...}            (JSON)
 //   client -> shim   kData ... kEnd                         (file uploads only)

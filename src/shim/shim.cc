@@ -281,16 +281,32 @@ class Shim::Impl {
   }
 
  private:
+  // Serves requests on one connection until the client closes it or the shim stops. The daemon
+  // keeps connections open between calls, so a call costs no connect and no thread here.
   void Handle(int fd) {
+    for (;;) {
+      struct pollfd p[2] = {{fd, POLLIN, 0}, {wake_.get(), POLLIN, 0}};
+      int rc = ::poll(p, 2, -1);
+      if (rc < 0 && errno == EINTR) continue;
+      // An idle connection ends with the shim: Serve waits for every connection to close.
+      if (rc < 0 || (p[1].revents != 0 && (p[0].revents & POLLIN) == 0)) return;
+      if (!HandleOne(fd)) return;
+    }
+  }
+
+  // One request and its answer. Returns whether the connection can carry another request.
+  bool HandleOne(int fd) {
     absl::StatusOr<Received> first = Receive(fd);
-    if (!first.ok()) return;
+    if (!first.ok()) return false;
     if (first->type != Frame::kRequest) {
       (void)SendJson(fd, Frame::kResponse,
                      ErrorResponse(InvalidArgument("shim protocol: expected a request")));
-      return;
+      return false;
     }
     json req = json::parse(first->payload, nullptr, false);
     std::string op = req.is_object() ? req.value("op", "") : "";
+    // An upload refused early leaves its data frames unread: its connection is not reused.
+    bool reusable = op != "destroy" && !(op == "files" && req.value("file_op", "") == "write");
     absl::StatusOr<json> answer = InvalidArgument(fmt::format("unknown operation \"{}\"", op));
     if (op == "hello") {
       answer = Hello();
@@ -318,12 +334,14 @@ class Shim::Impl {
       absl::Status s = Destroy();
       answer = s.ok() ? absl::StatusOr<json>(json{{"ok", true}}) : absl::StatusOr<json>(s);
     }
+    absl::Status sent;
     if (answer.ok()) {
       (*answer)["ok"] = true;
-      (void)SendJson(fd, Frame::kResponse, *answer);
+      sent = SendJson(fd, Frame::kResponse, *answer);
     } else {
-      (void)SendJson(fd, Frame::kResponse, ErrorResponse(answer.status()));
+      sent = SendJson(fd, Frame::kResponse, ErrorResponse(answer.status()));
     }
+    return reusable && sent.ok();
   }
 
   std::shared_ptr<CommandRecord> Find(const json& req) {
@@ -384,7 +402,13 @@ class Shim::Impl {
       ++running_commands_;
       rec->running = running.get();
     }
-    // The command runs on its own thread so it outlives this connection (a daemon restart).
+    // A plain exec's answer waits for the command anyway, so it runs on this connection's thread
+    // (which serves no other request meanwhile and carries on if the daemon goes away). Streamed
+    // and background commands run on their own thread, so they outlive this connection.
+    if (!background && !stream) {
+      RunCommand(rec, std::move(running));
+      return Follow(fd, rec, false, 0);
+    }
     std::thread(&Impl::RunCommand, this, rec, std::move(running)).detach();
     if (background) return json{{"command_id", rec->id.value()}, {"state", "running"}};
     return Follow(fd, rec, stream, 0);

@@ -215,6 +215,43 @@ TEST_F(ShimTest, ServesASandboxAndDestroysItCompletely) {
   EXPECT_NE(::access(socket_.c_str(), F_OK), 0);
 }
 
+// The daemon keeps one connection per shim between calls: every call after the first goes over
+// the same socket, a destroy does not wait for the idle connection to close, and once the shim
+// has gone the pool hands out nothing.
+TEST_F(ShimTest, KeptConnectionsCarryManyCallsAndEndWithTheShim) {
+  json ready = StartShim();
+  ASSERT_TRUE(ready.value("ok", false)) << ready.dump();
+  ShimConnections pool;
+  ShimClient kept(socket_, &pool);
+  auto inode_of_idle = [&]() -> ino_t {
+    UniqueFd fd = pool.Take(socket_);
+    struct stat st = {};
+    if (!fd || ::fstat(fd.get(), &st) != 0) return 0;
+    pool.Give(socket_, std::move(fd));
+    return st.st_ino;
+  };
+  for (int i = 0; i < 3; ++i) {
+    auto r = kept.Call({{"op", "exec"}, {"command", {{"argv", {"sh", "-c", "echo $0", "x"}}}}},
+                       milliseconds(30000));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ((*r)["result"]["stdout_preview"], "x\n");
+  }
+  ASSERT_EQ(pool.idle(), 1u);
+  ino_t first = inode_of_idle();
+  ASSERT_NE(first, 0u);
+  ASSERT_TRUE(kept.Call({{"op", "hello"}}, milliseconds(30000)).ok());
+  EXPECT_EQ(inode_of_idle(), first) << "the second call opened a new connection";
+  EXPECT_EQ(pool.idle(), 1u);
+
+  // A destroy on another connection: the shim ends although the kept one is still open.
+  EXPECT_TRUE(Call({{"op", "destroy"}}).value("ok", false));
+  EXPECT_TRUE(ShimExited(milliseconds(3000)));
+  EXPECT_FALSE(pool.Take(socket_)) << "a connection the shim closed was handed out";
+  EXPECT_EQ(pool.idle(), 0u);
+  EXPECT_EQ(kept.Call({{"op", "hello"}}, milliseconds(1000)).status().code(),
+            absl::StatusCode::kUnavailable);
+}
+
 TEST_F(ShimTest, StreamsOutputAndEvents) {
   ASSERT_TRUE(StartShim().value("ok", false));
   std::string out, err;

@@ -297,6 +297,10 @@ class Store {
 
   [[nodiscard]] virtual absl::StatusOr<SandboxPage> ListSandboxes(const SandboxQuery& query) = 0;
 
+  // How many sandboxes are in one of `states` (every sandbox when empty), without reading them.
+  [[nodiscard]] virtual absl::StatusOr<int64_t> CountSandboxes(
+      const std::vector<SandboxState>& states) = 0;
+
   // Compare-and-set of the state: moves the sandbox to `to` when its state is one of `from`
   // and the lifecycle allows the edge, and appends the state_transition event in the same
   // transaction. FailedPrecondition, naming the state found and the states expected, when the
@@ -342,13 +346,15 @@ class Store {
 
   // Commands ------------------------------------------------------------------------------
 
-  // Records a started command (state kRunning, started_at = now) and its exec audit event.
-  // NotFound when the sandbox does not exist; AlreadyExists for a known id.
+  // Records a started command (state kRunning, started_at = now) and its exec audit event, and
+  // counts as the sandbox's activity at that time (as Touch), in one transaction. NotFound when
+  // the sandbox does not exist; AlreadyExists for a known id.
   [[nodiscard]] virtual absl::Status PutCommand(const CommandRecord& command,
                                                 std::string_view actor) = 0;
 
-  // Moves a running command to kFinished or kKilled with its result. FailedPrecondition when
-  // it is not running (or `state` is kRunning).
+  // Moves a running command to kFinished or kKilled with its result and, in the same
+  // transaction, records the sandbox's activity at that time (as Touch). FailedPrecondition
+  // when it is not running (or `state` is kRunning).
   [[nodiscard]] virtual absl::StatusOr<CommandRecord> FinishCommand(
       const CommandId& id, CommandState state, const nlohmann::json& result) = 0;
 

@@ -536,6 +536,53 @@ TEST_P(StoreContractTest, ListExpiredFindsSandboxesPastTtlOrIdleTimeout) {
   EXPECT_EQ(store_->ListExpired(t0, 0).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST_P(StoreContractTest, StartingAndFinishingACommandCountsAsActivity) {
+  const absl::Time t0 = clock_.Now();
+  NewSandbox idle = Request();
+  idle.idle_timeout = absl::Minutes(10);
+  SandboxRecord s = CreateIn(SandboxState::kRunning, idle);
+  auto expired_at = [&](absl::Time now) {
+    auto list = store_->ListExpired(now, 100);
+    EXPECT_TRUE(list.ok()) << list.status();
+    return list.ok() ? list->size() : size_t{99};
+  };
+  clock_.Advance(absl::Minutes(4));
+  CommandRecord cmd{.id = CommandId("cmd-00000000000a"), .sandbox = s.id, .argv = {"true"}};
+  ASSERT_OK(store_->PutCommand(cmd, "key:ak-x"));
+  EXPECT_EQ(store_->GetSandbox(s.id)->last_activity_at, t0 + absl::Minutes(4));
+  EXPECT_EQ(expired_at(t0 + absl::Minutes(13)), 0u);
+  EXPECT_EQ(expired_at(t0 + absl::Minutes(14)), 1u);
+
+  clock_.Advance(absl::Minutes(3));
+  ASSERT_OK(store_->FinishCommand(cmd.id, CommandState::kFinished, {{"exit_code", 0}}).status());
+  EXPECT_EQ(store_->GetSandbox(s.id)->last_activity_at, t0 + absl::Minutes(7));
+  EXPECT_EQ(expired_at(t0 + absl::Minutes(16)), 0u);
+  EXPECT_EQ(expired_at(t0 + absl::Minutes(17)), 1u);
+
+  // A refused finish (the command already ended) records nothing.
+  clock_.Advance(absl::Minutes(1));
+  EXPECT_EQ(store_->FinishCommand(cmd.id, CommandState::kKilled, {}).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store_->GetSandbox(s.id)->last_activity_at, t0 + absl::Minutes(7));
+}
+
+TEST_P(StoreContractTest, CountSandboxesCountsByState) {
+  SandboxRecord a = CreateIn(SandboxState::kRunning, Request());
+  CreateIn(SandboxState::kRunning, Request());
+  CreateIn(SandboxState::kStarting, Request());
+  Retire(a.id);
+  auto count = [&](std::vector<SandboxState> states) {
+    auto n = store_->CountSandboxes(states);
+    EXPECT_TRUE(n.ok()) << n.status();
+    return n.value_or(-1);
+  };
+  EXPECT_EQ(count({SandboxState::kRunning}), 1);
+  EXPECT_EQ(count({SandboxState::kRunning, SandboxState::kStarting}), 2);
+  EXPECT_EQ(count({SandboxState::kGone}), 1);
+  EXPECT_EQ(count({SandboxState::kPaused}), 0);
+  EXPECT_EQ(count({}), 3);
+}
+
 TEST_P(StoreContractTest, TouchOfUnknownSandboxIsNotFound) {
   EXPECT_EQ(store_->Touch(SandboxId("sb-nothere"), clock_.Now()).code(),
             absl::StatusCode::kNotFound);

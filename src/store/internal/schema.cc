@@ -121,8 +121,15 @@ CREATE TABLE interp_sessions (
 );
 )sql";
 
+// Version 2: the density limit counts live sandboxes on every create; without this index that
+// count read every sandbox the node ever had.
+constexpr std::string_view kSqliteV2 = R"sql(
+CREATE INDEX sandboxes_by_state ON sandboxes (state);
+)sql";
+
 constexpr Migration kSqlite[] = {
     {1, "initial schema", kSqliteV1},
+    {2, "index sandboxes by state", kSqliteV2},
 };
 
 }  // namespace

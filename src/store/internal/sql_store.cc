@@ -299,6 +299,20 @@ absl::StatusOr<int64_t> InsertEvent(SqlConnection& conn, const AuditEvent& e, ab
   return rows.front().Int(0);
 }
 
+// Records activity at `at` inside the caller's transaction (last_activity_ms only moves forward;
+// the reaper's deadline follows it as ReapAfter computes). NotFound for an unknown sandbox.
+absl::Status TouchIn(SqlConnection& conn, const SandboxId& id, absl::Time at) {
+  ASSIGN_OR_RETURN(int64_t changed,
+                   conn.Exec("UPDATE sandboxes SET last_activity_ms = $1, reap_after_ms = "
+                             "CASE WHEN reap_after_ms IS NULL THEN NULL "
+                             "WHEN idle_timeout_ms > 0 AND $1 + idle_timeout_ms < "
+                             "expires_ms THEN $1 + idle_timeout_ms ELSE expires_ms END "
+                             "WHERE id = $2 AND last_activity_ms < $1",
+                             {Ms(at), id.value()}));
+  if (changed == 0) return RequireSandbox(conn, id);
+  return absl::OkStatus();
+}
+
 absl::Status RequireActor(std::string_view actor) {
   if (actor.empty()) return absl::InvalidArgumentError("actor is empty");
   return absl::OkStatus();
@@ -327,6 +341,9 @@ class SqlStore final : public Store {
   }
   absl::StatusOr<SandboxPage> ListSandboxes(const SandboxQuery& query) override {
     return Observe("sandbox.list", [&] { return DoList(query); });
+  }
+  absl::StatusOr<int64_t> CountSandboxes(const std::vector<SandboxState>& states) override {
+    return Observe("sandbox.count", [&] { return DoCount(states); });
   }
   absl::StatusOr<SandboxRecord> Transition(const TransitionRequest& request) override {
     return Observe("sandbox.transition", [&] { return DoTransition(request); });
@@ -587,6 +604,25 @@ class SqlStore final : public Store {
     return result;
   }
 
+  absl::StatusOr<int64_t> DoCount(const std::vector<SandboxState>& states) {
+    SqlParams params;
+    std::string sql = "SELECT COUNT(*) FROM sandboxes";
+    if (!states.empty()) {
+      std::vector<SqlValue> names;
+      for (SandboxState st : states) names.emplace_back(std::string(ToString(st)));
+      sql += fmt::format(" WHERE state IN ({})", Placeholders(params, names));
+    }
+    int64_t count = 0;
+    absl::Status tx = Read([&](SqlConnection& conn) -> absl::Status {
+      ASSIGN_OR_RETURN(std::vector<SqlRow> rows, conn.Query(sql, params));
+      if (rows.empty()) return Internal("count sandboxes: no row");
+      count = rows.front().Int(0);
+      return absl::OkStatus();
+    });
+    RETURN_IF_ERROR(tx, "count sandboxes");
+    return count;
+  }
+
   absl::StatusOr<SandboxPage> DoList(const SandboxQuery& q) {
     if (q.limit < 1 || q.limit > kMaxPage) {
       return absl::InvalidArgumentError(
@@ -690,18 +726,7 @@ class SqlStore final : public Store {
   }
 
   absl::Status DoTouch(const SandboxId& id, absl::Time at) {
-    return Annotate(Write([&](SqlConnection& conn) -> absl::Status {
-                      ASSIGN_OR_RETURN(
-                          int64_t changed,
-                          conn.Exec("UPDATE sandboxes SET last_activity_ms = $1, reap_after_ms = "
-                                    "CASE WHEN reap_after_ms IS NULL THEN NULL "
-                                    "WHEN idle_timeout_ms > 0 AND $1 + idle_timeout_ms < "
-                                    "expires_ms THEN $1 + idle_timeout_ms ELSE expires_ms END "
-                                    "WHERE id = $2 AND last_activity_ms < $1",
-                                    {Ms(at), id.value()}));
-                      if (changed == 0) return RequireSandbox(conn, id);
-                      return absl::OkStatus();
-                    }),
+    return Annotate(Write([&](SqlConnection& conn) { return TouchIn(conn, id, at); }),
                     fmt::format("touch sandbox {}", id.value()));
   }
 
@@ -833,7 +858,8 @@ class SqlStore final : public Store {
     RETURN_IF_ERROR(RequireActor(actor), context);
     const absl::Time now = Now();
     absl::Status s = Write([&](SqlConnection& conn) -> absl::Status {
-      RETURN_IF_ERROR(RequireSandbox(conn, c.sandbox));
+      // Also checks that the sandbox exists.
+      RETURN_IF_ERROR(TouchIn(conn, c.sandbox, now));
       nlohmann::json argv = c.argv;
       RETURN_IF_ERROR(
           conn.Exec("INSERT INTO commands (id, sandbox_id, argv, background, state, started_ms) "
@@ -861,19 +887,20 @@ class SqlStore final : public Store {
       return absl::InvalidArgumentError(context + ": the final state cannot be running");
     }
     absl::StatusOr<SqlRow> row = absl::UnknownError("");
+    const absl::Time now = Now();
     absl::Status tx = Write([&](SqlConnection& conn) -> absl::Status {
       ASSIGN_OR_RETURN(
           int64_t changed,
           conn.Exec("UPDATE commands SET state = $1, finished_ms = $2, result = $3 "
                     "WHERE id = $4 AND state = 'running'",
-                    {std::string(ToString(state)), Ms(Now()), DumpJson(result), id.value()}));
+                    {std::string(ToString(state)), Ms(now), DumpJson(result), id.value()}));
       row = One(conn, fmt::format("SELECT {} FROM commands WHERE id = $1", kCommandColumns),
                 {id.value()}, "command", id.value());
       if (!row.ok()) return row.status();
       if (changed == 0) {
         return FailedPrecondition(fmt::format("command is {}, not running", row->Text(4)));
       }
-      return absl::OkStatus();
+      return TouchIn(conn, SandboxId(row->Text(1)), now);
     });
     RETURN_IF_ERROR(tx, context);
     ASSIGN_OR_RETURN(CommandRecord command, CommandFromRow(*row), context);
