@@ -35,9 +35,11 @@ class ForkServerTest : public engine::testing::SandboxTest {
   void SetUp() override {
     SandboxTest::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
-    // Worker cgroups go under a base of their own, so that TearDown can see every one is gone.
+    // Worker cgroups go under a base of this test process's own (ctest runs tests in parallel),
+    // so that TearDown can see every one of its workers' cgroups is gone.
+    base_ = "airlock-test/forkserver-" + std::to_string(::getpid());
     engine::CgroupOptions options;
-    options.base = "airlock-test/forkserver";
+    options.base = base_;
     auto driver = engine::CgroupDriver::Detect(options);
     ASSERT_TRUE(driver.ok()) << driver.status();
     cgroups_ = *std::move(driver);
@@ -58,11 +60,11 @@ class ForkServerTest : public engine::testing::SandboxTest {
     ASSERT_TRUE(RemoveTree(dir_).ok());
     // The base cgroup of this suite, now empty, in every hierarchy (v1) or the one (v2).
     glob_t g = {};
-    if (glob("/sys/fs/cgroup/*/airlock-test/forkserver", 0, nullptr, &g) == 0) {
+    if (glob(("/sys/fs/cgroup/*/" + base_).c_str(), 0, nullptr, &g) == 0) {
       for (size_t i = 0; i < g.gl_pathc; ++i) rmdir(g.gl_pathv[i]);
     }
     globfree(&g);
-    rmdir("/sys/fs/cgroup/airlock-test/forkserver");
+    rmdir(("/sys/fs/cgroup/" + base_).c_str());
   }
 
   static std::vector<std::string> ListDir(const std::string& path) {
@@ -105,6 +107,7 @@ class ForkServerTest : public engine::testing::SandboxTest {
   }
 
   std::string dir_;
+  std::string base_;  // this process's cgroup base for worker sandboxes
   std::unique_ptr<ForkServer> server_;
 };
 
