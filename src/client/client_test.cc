@@ -66,8 +66,11 @@ class ClientTest : public ::testing::Test {
     }
     client_.reset();
     daemon_.reset();
-    for (const char* root : {"/sys/fs/cgroup/", "/sys/fs/cgroup/unified/"}) {
-      ::rmdir((root + cgroup_).c_str());
+    // The node's cgroup parent in the v2 tree and in every v1 controller's hierarchy.
+    ::rmdir(("/sys/fs/cgroup/" + cgroup_).c_str());
+    std::error_code ec;
+    for (const auto& h : std::filesystem::directory_iterator("/sys/fs/cgroup", ec)) {
+      ::rmdir((h.path().string() + "/" + cgroup_).c_str());
     }
     if (!dir_.empty()) (void)RemoveTree(dir_);
   }
