@@ -20,6 +20,7 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include "common/files.h"
@@ -42,8 +43,8 @@ Outcome Airlock(const std::string& args) {
   char err_path[] = "/tmp/airlock-cli-err-XXXXXX";
   close(mkstemp(out_path));
   close(mkstemp(err_path));
-  std::string cmd = std::string(AIRLOCK_BIN) + " " + args + " >" + out_path + " 2>" + err_path +
-                    " </dev/null";
+  std::string cmd =
+      std::string(AIRLOCK_BIN) + " " + args + " >" + out_path + " 2>" + err_path + " </dev/null";
   int status = std::system(cmd.c_str());
   Outcome o;
   o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -154,13 +155,25 @@ TEST_F(CliTest, JsonIsTheCommandResult) {
   EXPECT_EQ(j["stdout_preview"], "hello\n");
   EXPECT_EQ(j["stdout_bytes"], 6);
   for (const char* key : {"command_id", "exit_code", "signal", "duration_ms", "timed_out",
-                          "truncated", "stderr_bytes", "stderr_preview", "stdout_sha256",
-                          "raw_log", "usage", "violations", "degraded"}) {
+                          "truncated", "stderr_bytes", "stderr_preview", "stdout_sha256", "raw_log",
+                          "usage", "violations", "degraded"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
   // The raw log is kept where --log-dir says.
   EXPECT_EQ(j["raw_log"].get<std::string>().rfind(logs_, 0), 0u);
   EXPECT_EQ(ReadFile(j["raw_log"].get<std::string>()).value_or("?"), "hello\n");
+
+  // A command that prints nothing keeps no log: no file, and no path in the result.
+  size_t logs_before = std::distance(std::filesystem::directory_iterator(logs_),
+                                     std::filesystem::directory_iterator());
+  Outcome quiet = Airlock(Run("--json -- true"));
+  ASSERT_EQ(quiet.exit_code, 0) << quiet.err;
+  EXPECT_EQ(nlohmann::json::parse(quiet.out)["raw_log"], "");
+  EXPECT_EQ(static_cast<size_t>(std::distance(std::filesystem::directory_iterator(logs_),
+                                              std::filesystem::directory_iterator())),
+            logs_before);
+  Outcome human = Airlock(Run("-- true"));
+  EXPECT_EQ(human.err.find(" log "), std::string::npos) << human.err;
 }
 
 TEST_F(CliTest, TimeoutAndSignals) {
@@ -170,10 +183,10 @@ TEST_F(CliTest, TimeoutAndSignals) {
 }
 
 TEST_F(CliTest, BadFlagsAreOneLineAndExit2) {
-  for (const char* args : {"--memory abc -- true", "--level 7 -- true", "--pids x -- true",
-                           "--mount /x -- true", "--env NOEQUALS -- true", "--timeout -1s -- true",
-                           "--network wifi -- true", "--allow-degraded=seccomp -- true",
-                           "--spec /no/such/file.yaml -- true"}) {
+  for (const char* args :
+       {"--memory abc -- true", "--level 7 -- true", "--pids x -- true", "--mount /x -- true",
+        "--env NOEQUALS -- true", "--timeout -1s -- true", "--network wifi -- true",
+        "--allow-degraded=seccomp -- true", "--spec /no/such/file.yaml -- true"}) {
     Outcome o = Airlock(Run(args));
     EXPECT_EQ(o.exit_code, 2) << args << ": " << o.err;
     EXPECT_EQ(o.err.rfind("airlock: ", 0), 0u) << args << ": " << o.err;
