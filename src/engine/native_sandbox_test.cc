@@ -64,6 +64,16 @@ TEST_P(NativeSandboxTest, SuccessIsOk) {
   EXPECT_EQ(r.signal, 0);
 }
 
+// A sleep stopped and continued resumes through restart_syscall, which the profile must allow
+// (job control, the v1 freezer's pause/resume and ptrace stops all take this path; it killed the
+// sleeper with SIGSYS before).
+TEST_P(NativeSandboxTest, StoppedAndContinuedSleepCarriesOn) {
+  CommandResult r =
+      Shell("sleep 1 & p=$!; sleep 0.2; kill -STOP $p; kill -CONT $p; wait $p; echo status $?");
+  EXPECT_EQ(r.stdout_preview, "status 0\n") << r.stderr_preview;
+  EXPECT_EQ(r.classification, Classification::kOk);
+}
+
 TEST_P(NativeSandboxTest, IdentityAndLayout) {
   CommandResult r = Shell(
       "id; hostname; pwd; echo $HOME $TMPDIR; ls -d /sandbox/*; "
