@@ -157,8 +157,11 @@ class Daemon::Impl {
       stop_cv_.notify_all();
     }
     if (reaper_.joinable()) reaper_.join();
-    server_.reset();
+    // Blocking work still running on the pool hands its result back to the server's I/O
+    // context: stop the server, let that work end, and only then destroy the context.
+    if (server_) server_->Stop();
     pool_.join();
+    server_.reset();
   }
 
   absl::Status Start() {

@@ -203,7 +203,13 @@ class Server::Impl {
         work_(asio::make_work_guard(ioc_)),
         acceptor_(asio::make_strand(ioc_)) {}
 
-  ~Impl() {
+  ~Impl() { Stop(); }
+
+  void Stop() {
+    std::call_once(stopped_, [this] { StopOnce(); });
+  }
+
+  void StopOnce() {
     asio::post(acceptor_.get_executor(), [this] {
       error_code ec;
       acceptor_.close(ec);
@@ -305,6 +311,7 @@ class Server::Impl {
   tcp::acceptor acceptor_;
   std::vector<std::thread> threads_;
   std::mutex mu_;
+  std::once_flag stopped_;
   std::vector<std::weak_ptr<Connection>> connections_;
   std::atomic<size_t> open_{0};
   uint16_t port_ = 0;
@@ -651,6 +658,8 @@ asio::awaitable<absl::StatusOr<std::string>> Exchange::ReadBodyChunk() {
 
 Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Server::~Server() = default;
+
+void Server::Stop() { impl_->Stop(); }
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options, Router router) {
   auto impl = std::make_unique<Impl>(std::move(options), std::move(router));

@@ -161,6 +161,11 @@ class Server {
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
+  // Stops accepting, closes every connection and joins the I/O threads; the I/O context (and
+  // the handlers still queued on it) lives until the Server is destroyed, so work finishing on
+  // other threads may still hand results to it. Idempotent; the destructor calls it.
+  void Stop();
+
   uint16_t port() const;
   size_t open_connections() const;
 
