@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -143,7 +144,13 @@ absl::Status ForkedSandbox::Start(const CommandSpec& command, const ForkFn& fork
     w.Reset(p[1]);
     return absl::OkStatus();
   };
-  RETURN_IF_ERROR(make_pipe(plan.sync_r, plan.sync_w));
+  // The release goes by send(MSG_NOSIGNAL) on a socket pair: a worker that died before reading
+  // it is reported from its error pipe, never a SIGPIPE that kills the server.
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p) != 0) {
+    return ErrnoStatus(errno, "socketpair");
+  }
+  plan.sync_r.Reset(p[0]);
+  plan.sync_w.Reset(p[1]);
   RETURN_IF_ERROR(make_pipe(plan.error_r, plan.error_w));
   RETURN_IF_ERROR(make_pipe(out_r_, plan.out_w));
   RETURN_IF_ERROR(make_pipe(err_r_, plan.err_w));
@@ -182,7 +189,9 @@ absl::Status ForkedSandbox::Start(const CommandSpec& command, const ForkFn& fork
                               plan.host_uid, plan.host_gid),
                   "write uid/gid maps");
   char go = 1;
-  if (::write(plan.sync_w.get(), &go, 1) != 1) return ErrnoStatus(errno, "release worker");
+  if (::send(plan.sync_w.get(), &go, 1, MSG_NOSIGNAL) != 1 && errno != EPIPE) {
+    return ErrnoStatus(errno, "release worker");
+  }
   internal::ChildError err{};
   ssize_t n;
   do {

@@ -181,7 +181,11 @@ absl::Status NativeSandbox::Launch(Setup& setup) {
   }
   UniqueFd control_child(control[1]);
   control_.Reset(control[0]);
-  if (::pipe2(sync, O_CLOEXEC) != 0) return ErrnoStatus(errno, "pipe");
+  // A socket pair, not a pipe: the release is a send(MSG_NOSIGNAL), so a child that died in
+  // setup before reading it is an error reported below, never a SIGPIPE that kills the caller.
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) != 0) {
+    return ErrnoStatus(errno, "socketpair");
+  }
   UniqueFd sync_r(sync[0]), sync_w(sync[1]);
   if (::pipe2(error, O_CLOEXEC) != 0) return ErrnoStatus(errno, "pipe");
   UniqueFd error_r(error[0]), error_w(error[1]);
@@ -221,7 +225,10 @@ absl::Status NativeSandbox::Launch(Setup& setup) {
                   "write uid/gid maps");
   entry.fds.clear();
   char go = 1;
-  if (::write(sync_w.get(), &go, 1) != 1) return ErrnoStatus(errno, "release sandbox process");
+  if (::send(sync_w.get(), &go, 1, MSG_NOSIGNAL) != 1) {
+    // EPIPE: the child died in setup; its error pipe says at which step.
+    if (errno != EPIPE) return ErrnoStatus(errno, "release sandbox process");
+  }
   timings_.clone = Since(t0);
 
   // While the child builds its mount tree, make the first command's cgroup (Exec would
