@@ -187,6 +187,28 @@ std::string FilesTarget(std::string_view id, std::string_view op, std::string_vi
   return fmt::format("{}/files{}?path={}", SandboxPath(id), op, UrlEncode(path));
 }
 
+// GETs `target` into `sink` and returns the bytes received. The caller has made sure first (a
+// stat, a listing) that the answer is the content, never an error answer taken for it: `what`
+// names the transfer in errors, `checked` that first call.
+absl::StatusOr<int64_t> GetInto(http::Client& http, const std::string& target,
+                                const std::function<absl::Status(std::string_view)>& sink,
+                                std::string_view what, std::string_view checked) {
+  absl::Status sunk;
+  int64_t size = 0;
+  ASSIGN_OR_RETURN(http::ClientResponse r,
+                   http.SendStreaming(bhttp::verb::get, target, "", "", [&](std::string_view data) {
+                     size += static_cast<int64_t>(data.size());
+                     sunk = sink(data);
+                     return sunk.ok();
+                   }));
+  if (r.status >= 300) {
+    return absl::UnavailableError(
+        fmt::format("{}: the server answered {} after {}", what, r.status, checked));
+  }
+  RETURN_IF_ERROR(sunk, what);
+  return size;
+}
+
 ExecEvent EventFrom(const internal::SseEvent& e) {
   ExecEvent out;
   out.data = json::parse(e.data, nullptr, false);
@@ -455,23 +477,8 @@ absl::StatusOr<int64_t> Client::DownloadArtifact(
     return FailedPrecondition(
         fmt::format("artifact {} is {}: its content was never kept", artifact_id, it->status));
   }
-  absl::Status sunk;
-  int64_t size = 0;
-  ASSIGN_OR_RETURN(
-      http::ClientResponse r,
-      http_->SendStreaming(bhttp::verb::get,
-                           fmt::format("{}/artifacts/{}", SandboxPath(id), UrlEncode(artifact_id)),
-                           "", "", [&](std::string_view data) {
-                             size += static_cast<int64_t>(data.size());
-                             sunk = sink(data);
-                             return sunk.ok();
-                           }));
-  if (r.status >= 300) {
-    return absl::UnavailableError(
-        fmt::format("artifact {}: the server answered {} after listing it", artifact_id, r.status));
-  }
-  RETURN_IF_ERROR(sunk, fmt::format("download artifact {}", artifact_id));
-  return size;
+  return GetInto(*http_, fmt::format("{}/artifacts/{}", SandboxPath(id), UrlEncode(artifact_id)),
+                 sink, fmt::format("download artifact {}", artifact_id), "listing it");
 }
 
 namespace {
@@ -623,18 +630,9 @@ absl::StatusOr<int64_t> Client::Download(
   if (info.type != "file") {
     return FailedPrecondition(fmt::format("{} is a {}, not a file", path, info.type));
   }
-  absl::Status sunk;
-  ASSIGN_OR_RETURN(http::ClientResponse r,
-                   http_->SendStreaming(bhttp::verb::get, FilesTarget(id, "", path), "", "",
-                                        [&](std::string_view data) {
-                                          sunk = sink(data);
-                                          return sunk.ok();
-                                        }));
-  if (r.status >= 300) {
-    return absl::UnavailableError(fmt::format(
-        "download {}: the server answered {} after the file was found", path, r.status));
-  }
-  RETURN_IF_ERROR(sunk, fmt::format("download {}", path));
+  RETURN_IF_ERROR(GetInto(*http_, FilesTarget(id, "", path), sink, fmt::format("download {}", path),
+                          "the file was found")
+                      .status());
   return info.size;
 }
 

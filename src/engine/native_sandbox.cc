@@ -266,10 +266,7 @@ absl::Status NativeSandbox::WaitReady(milliseconds timeout) {
   if (rc == 0) return absl::DeadlineExceededError("airlock-init did not report ready in time");
   init::MessageType type;
   std::string payload;
-  int fds[init::kMaxFds];
-  int nfds = 0;
-  int err = init::ReceiveMessage(control_.get(), &type, &payload, fds, &nfds);
-  for (int i = 0; i < nfds; ++i) ::close(fds[i]);
+  int err = init::ReceiveMessage(control_.get(), &type, &payload);
   if (err != 0 || type != init::MessageType::kReady) {
     return Internal(fmt::format("airlock-init did not start (status {})", err));
   }
@@ -1042,10 +1039,7 @@ absl::StatusOr<init::FileDone> ReceiveFileDone(int fd, std::chrono::milliseconds
   if (rc == 0) return absl::DeadlineExceededError("the file worker did not answer in time");
   uint32_t type = 0;
   std::string payload;
-  int fds[init::kMaxFds];
-  int nfds = 0;
-  int e = init::ReceiveFrame(fd, &type, &payload, fds, &nfds);
-  for (int i = 0; i < nfds; ++i) ::close(fds[i]);
+  int e = init::ReceiveFrame(fd, &type, &payload);
   init::FileDone done;
   if (e != 0 || type != static_cast<uint32_t>(init::MessageType::kFileDone) ||
       !init::DecodeFileDone(payload, &done)) {

@@ -35,10 +35,7 @@ absl::StatusOr<CommandResult> RunRaw(const std::string& socket_path, uint32_t fr
   }
   uint32_t type = 0;
   std::string reply;
-  int fds[init::kMaxFds];
-  int nfds = 0;
-  int e = init::ReceiveFrame(sock.get(), &type, &reply, fds, &nfds);
-  for (int i = 0; i < nfds; ++i) ::close(fds[i]);
+  int e = init::ReceiveFrame(sock.get(), &type, &reply);
   if (e != 0) {
     return absl::UnavailableError(fmt::format("fork-server {} hung up without a reply: {}",
                                               socket_path,

@@ -213,10 +213,7 @@ absl::Status ForkServer::StartZygote() {
   }
   uint32_t type = 0;
   std::string payload;
-  int fds[init::kMaxFds];
-  int nfds = 0;
-  int err = init::ReceiveFrame(zygote_sock_.get(), &type, &payload, fds, &nfds);
-  for (int i = 0; i < nfds; ++i) ::close(fds[i]);
+  int err = init::ReceiveFrame(zygote_sock_.get(), &type, &payload);
   init::Reader r(payload);
   if (err != 0 || type != static_cast<uint32_t>(internal::ZygoteFrame::kReady) ||
       r.U32() != internal::kZygoteVersion || !r.done()) {
@@ -345,10 +342,7 @@ void ForkServer::ServeConnection(int conn) {
   ::setsockopt(conn, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
   uint32_t type = 0;
   std::string payload;
-  int fds[init::kMaxFds];
-  int nfds = 0;
-  int err = init::ReceiveFrame(conn, &type, &payload, fds, &nfds);
-  for (int i = 0; i < nfds; ++i) ::close(fds[i]);
+  int err = init::ReceiveFrame(conn, &type, &payload);
   absl::StatusOr<std::string> reply;
   std::unique_ptr<engine::ForkedSandbox> used;
   if (err == EMSGSIZE) {

@@ -274,6 +274,21 @@ int ReceiveMessage(int sock, MessageType* type, std::string* payload, int* fds, 
   return err;
 }
 
+int ReceiveMessage(int sock, MessageType* type, std::string* payload) {
+  uint32_t t = 0;
+  int err = ReceiveFrame(sock, &t, payload);
+  if (err == 0) *type = static_cast<MessageType>(t);
+  return err;
+}
+
+int ReceiveFrame(int sock, uint32_t* type, std::string* payload) {
+  int fds[kMaxFds];
+  int nfds = 0;
+  int err = ReceiveFrame(sock, type, payload, fds, &nfds);
+  for (int i = 0; i < nfds; ++i) ::close(fds[i]);
+  return err;
+}
+
 int SendFrame(int sock, uint32_t t, std::string_view payload, const int* fds, int nfds) {
   if (payload.size() > kMaxPayload || nfds < 0 || nfds > kMaxFds) return EMSGSIZE;
   char header[8];

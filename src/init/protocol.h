@@ -233,6 +233,10 @@ int SendFrame(int sock, uint32_t type, std::string_view payload, const int* fds 
               int nfds = 0);
 int ReceiveFrame(int sock, uint32_t* type, std::string* payload, int* fds, int* nfds);
 
+// For readers that take no descriptors: any that arrive with the frame are closed.
+int ReceiveFrame(int sock, uint32_t* type, std::string* payload);
+int ReceiveMessage(int sock, MessageType* type, std::string* payload);
+
 }  // namespace airlock::init
 
 #endif  // AIRLOCK_INIT_PROTOCOL_H_

@@ -21,10 +21,7 @@ absl::Status SendJson(int sock, Frame type, const nlohmann::json& body) {
 absl::StatusOr<Received> Receive(int sock) {
   uint32_t type = 0;
   Received r;
-  int fds[init::kMaxFds];
-  int nfds = 0;
-  int err = init::ReceiveFrame(sock, &type, &r.payload, fds, &nfds);
-  for (int i = 0; i < nfds; ++i) ::close(fds[i]);
+  int err = init::ReceiveFrame(sock, &type, &r.payload);
   if (err == -1) return absl::OutOfRangeError("shim socket closed");
   if (err != 0) return ErrnoStatus(err, "shim socket receive");
   if (type < static_cast<uint32_t>(Frame::kRequest) || type > static_cast<uint32_t>(Frame::kEnd)) {

@@ -119,6 +119,18 @@ class _Transport:
             raise _error_from(resp.status, data)
         return json.loads(data)
 
+    def chunks(self, target):
+        """Yields the body of a GET in pieces as it arrives (an error answer raises ApiError)."""
+        resp = self.open("GET", target)
+        try:
+            if resp.status >= 300:
+                raise _error_from(resp.status, resp.read())
+            while chunk := resp.read(_CHUNK):
+                yield chunk
+        finally:
+            resp.close()
+            resp._airlock_conn.close()
+
     def events(self, method, target, payload=None, headers=None, body=None, chunked=False):
         """Yields (event, data) of a text/event-stream answer."""
         if payload is not None:
@@ -247,18 +259,7 @@ class Files:
         info = self.stat(path)
         if info.get("type") != "file":
             raise ApiError(409, "failed_precondition", f"{path} is a {info.get('type')}, not a file")
-        resp = self._sb._transport.open("GET", self._target("", path))
-        try:
-            if resp.status >= 300:
-                raise _error_from(resp.status, resp.read())
-            while True:
-                chunk = resp.read(_CHUNK)
-                if not chunk:
-                    return
-                yield chunk
-        finally:
-            resp.close()
-            resp._airlock_conn.close()
+        yield from self._sb._transport.chunks(self._target("", path))
 
     def read(self, path):
         return b"".join(self.read_chunks(path))
@@ -400,21 +401,17 @@ class Sandbox:
 
     def download_artifact(self, artifact_id, local_path=None):
         """A released artifact's bytes, or written to local_path (then its size is returned)."""
-        resp = self._transport.open("GET", f"{self._path}/artifacts/{_q(artifact_id)}")
-        try:
-            if resp.status >= 300:
-                raise _error_from(resp.status, resp.read())
-            if local_path is None:
-                return resp.read()
-            size = 0
-            with open(local_path, "wb") as f:
-                while chunk := resp.read(_CHUNK):
-                    f.write(chunk)
-                    size += len(chunk)
-            return size
-        finally:
-            resp.close()
-            resp._airlock_conn.close()
+        chunks = self._transport.chunks(f"{self._path}/artifacts/{_q(artifact_id)}")
+        if local_path is None:
+            return b"".join(chunks)
+        first = next(chunks, b"")  # an error answer raises here, before the file is made
+        size = len(first)
+        with open(local_path, "wb") as f:
+            f.write(first)
+            for chunk in chunks:
+                f.write(chunk)
+                size += len(chunk)
+        return size
 
     def destroy(self):
         self.raw = self._call("DELETE", "")

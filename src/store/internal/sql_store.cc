@@ -730,33 +730,11 @@ class SqlStore final : public Store {
                     fmt::format("touch sandbox {}", id.value()));
   }
 
-  absl::StatusOr<SandboxRecord> DoUpdateSpec(const SandboxId& id, const nlohmann::json& spec,
-                                             const AuditEvent& event) {
-    std::string context = fmt::format("update the spec of sandbox {}", id.value());
-    RETURN_IF_ERROR(RequireActor(event.actor), context);
-    const absl::Time now = Now();
-    SandboxRecord out;
-    absl::Status tx = Write([&](SqlConnection& conn) -> absl::Status {
-      ASSIGN_OR_RETURN(out, LoadSandbox(conn, id));
-      if (IsTerminal(out.state)) {
-        return FailedPrecondition(fmt::format("sandbox is {}", ToString(out.state)));
-      }
-      out.spec = spec;
-      out.updated_at = now;
-      RETURN_IF_ERROR(conn.Exec("UPDATE sandboxes SET spec = $1, updated_ms = $2 WHERE id = $3",
-                                {DumpJson(spec), Ms(now), id.value()})
-                          .status());
-      AuditEvent e = event;
-      e.sandbox = id;
-      return InsertEvent(conn, e, now).status();
-    });
-    RETURN_IF_ERROR(tx, context);
-    return out;
-  }
-
-  absl::StatusOr<SandboxRecord> DoExtendTtl(const SandboxId& id, absl::Time expires_at,
-                                            std::string_view actor) {
-    std::string context = fmt::format("extend the TTL of sandbox {}", id.value());
+  // Changes a live (non-terminal) sandbox in one transaction: `change` edits the record loaded in
+  // it and writes the edit and its audit event through `conn`. Returns the record after it.
+  absl::StatusOr<SandboxRecord> ChangeLive(
+      const SandboxId& id, std::string_view actor, const std::string& context,
+      absl::FunctionRef<absl::Status(SqlConnection&, SandboxRecord&, absl::Time now)> change) {
     RETURN_IF_ERROR(RequireActor(actor), context);
     const absl::Time now = Now();
     SandboxRecord out;
@@ -765,26 +743,52 @@ class SqlStore final : public Store {
       if (IsTerminal(out.state)) {
         return FailedPrecondition(fmt::format("sandbox is {}", ToString(out.state)));
       }
-      const absl::Time previous = out.expires_at;
-      out.expires_at = std::max(previous, FromMs(Ms(expires_at)));
-      out.ttl = out.expires_at - out.created_at;
-      out.updated_at = now;
-      RETURN_IF_ERROR(
-          conn.Exec("UPDATE sandboxes SET expires_ms = $1, ttl_ms = $2, "
-                    "updated_ms = $3, reap_after_ms = $4 WHERE id = $5",
-                    {Ms(out.expires_at), Ms(out.ttl), Ms(now), ReapAfter(out), id.value()})
-              .status());
-      return InsertEvent(conn,
-                         AuditEvent{.sandbox = id,
-                                    .actor = std::string(actor),
-                                    .kind = AuditKind::kTtlExtended,
-                                    .data = {{"previous_expires_at", absl::FormatTime(previous)},
-                                             {"expires_at", absl::FormatTime(out.expires_at)}}},
-                         now)
-          .status();
+      return change(conn, out, now);
     });
     RETURN_IF_ERROR(tx, context);
     return out;
+  }
+
+  absl::StatusOr<SandboxRecord> DoUpdateSpec(const SandboxId& id, const nlohmann::json& spec,
+                                             const AuditEvent& event) {
+    return ChangeLive(
+        id, event.actor, fmt::format("update the spec of sandbox {}", id.value()),
+        [&](SqlConnection& conn, SandboxRecord& out, absl::Time now) -> absl::Status {
+          out.spec = spec;
+          out.updated_at = now;
+          RETURN_IF_ERROR(conn.Exec("UPDATE sandboxes SET spec = $1, updated_ms = $2 WHERE id = $3",
+                                    {DumpJson(spec), Ms(now), id.value()})
+                              .status());
+          AuditEvent e = event;
+          e.sandbox = id;
+          return InsertEvent(conn, e, now).status();
+        });
+  }
+
+  absl::StatusOr<SandboxRecord> DoExtendTtl(const SandboxId& id, absl::Time expires_at,
+                                            std::string_view actor) {
+    return ChangeLive(
+        id, actor, fmt::format("extend the TTL of sandbox {}", id.value()),
+        [&](SqlConnection& conn, SandboxRecord& out, absl::Time now) -> absl::Status {
+          const absl::Time previous = out.expires_at;
+          out.expires_at = std::max(previous, FromMs(Ms(expires_at)));
+          out.ttl = out.expires_at - out.created_at;
+          out.updated_at = now;
+          RETURN_IF_ERROR(
+              conn.Exec("UPDATE sandboxes SET expires_ms = $1, ttl_ms = $2, "
+                        "updated_ms = $3, reap_after_ms = $4 WHERE id = $5",
+                        {Ms(out.expires_at), Ms(out.ttl), Ms(now), ReapAfter(out), id.value()})
+                  .status());
+          return InsertEvent(
+                     conn,
+                     AuditEvent{.sandbox = id,
+                                .actor = std::string(actor),
+                                .kind = AuditKind::kTtlExtended,
+                                .data = {{"previous_expires_at", absl::FormatTime(previous)},
+                                         {"expires_at", absl::FormatTime(out.expires_at)}}},
+                     now)
+              .status();
+        });
   }
 
   absl::Status DoUpdateRuntime(const SandboxId& id, const RuntimeInfo& rt) {
