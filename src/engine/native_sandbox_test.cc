@@ -378,15 +378,35 @@ TEST_F(ConcurrentCommandsTest, SignalReachesTheProcessGroupAndIdsAreTheCallers) 
   auto sb = Create(TestSpec());
   ASSERT_NE(sb, nullptr);
   CommandId id = CommandId::New();
+  // The signal goes only once the trap is set, that is once "ready" has been streamed.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool ready = false;
+  ExecOptions o{.command_id = id};
+  o.on_output = [&](OutputCapture::Stream, std::string_view) {
+    std::lock_guard lock(mu);
+    ready = true;
+    cv.notify_all();
+  };
   auto c = sb->Start({.argv = {"/bin/sh", "-c",
                                "trap 'echo got term; exit 5' TERM; "
                                "echo ready; while :; do sleep 0.05; done"}},
-                     {.command_id = id});
+                     o);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ((*c)->id(), id);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  ASSERT_TRUE((*c)->Signal(SIGTERM).ok());
-  auto r = (*c)->Wait();
+  // Output is pumped by Wait, so Wait runs beside the signal.
+  absl::StatusOr<CommandResult> r = absl::UnknownError("not waited");
+  std::thread waiter([&] { r = (*c)->Wait(); });
+  bool signalled = false;
+  {
+    std::unique_lock lock(mu);
+    if (cv.wait_for(lock, std::chrono::seconds(20), [&] { return ready; })) {
+      signalled = (*c)->Signal(SIGTERM).ok();
+    }
+  }
+  if (!signalled) (void)(*c)->Kill();
+  waiter.join();
+  ASSERT_TRUE(signalled);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->command_id, id);
   EXPECT_EQ(r->exit_code, 5);
@@ -468,6 +488,16 @@ TEST_P(SupervisedConcurrentCommandsTest, CommandsRunSideBySide) {
   ASSERT_NE(sb, nullptr);
   auto server = sb->Start({.argv = {"/bin/sh", "-c", "echo up; exec /usr/bin/sleep 30"}}, {});
   ASSERT_TRUE(server.ok()) << server.status();
+  // The server must have reached its sleep before it is killed (under ptrace its start is slow
+  // enough for the short jobs to finish first): wait until a sleep shows in the sandbox's /proc.
+  bool sleeping = false;
+  for (int i = 0; i < 200 && !sleeping; ++i) {
+    auto ps = sb->Exec({.argv = {"/bin/sh", "-c", "cat /proc/[0-9]*/comm"}}, {});
+    ASSERT_TRUE(ps.ok()) << ps.status();
+    sleeping = ps->stdout_preview.find("sleep\n") != std::string::npos;
+    if (!sleeping) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(sleeping) << "the server never reached its sleep";
   std::vector<std::thread> threads;
   std::atomic<int> ok{0};
   for (int i = 0; i < 4; ++i) {
