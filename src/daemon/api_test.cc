@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -18,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "common/files.h"
 #include "daemon/testing/test_daemon.h"
 #include "fmt/format.h"
@@ -1066,6 +1068,176 @@ TEST_F(DaemonFaultTest, ClientLeavingAStreamLeaksNothing) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   EXPECT_LE(after, before);
+}
+
+// ---- the warm pool (airlockd --warm-pool N) ----
+
+class DaemonWarmPoolTest : public ::testing::Test {
+ protected:
+  static constexpr int kPool = 2;
+
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root: airlockd runs sandboxes";
+    auto d = TestDaemon::Start({.extra_args = {"--warm-pool", std::to_string(kPool)}});
+    ASSERT_TRUE(d.ok()) << d.status();
+    daemon_ = *std::move(d);
+    auto key = daemon_->CreateKey("pool-user");
+    ASSERT_TRUE(key.ok()) << key.status();
+    key_ = *key;
+  }
+  Api api() { return Api(daemon_.get(), key_); }
+  static std::string Sb(const std::string& id, std::string_view rest = "") {
+    return fmt::format("/v1/sandboxes/{}{}", id, rest);
+  }
+
+  // A counter or gauge from /metrics (-1 when absent), e.g.
+  // Metric("airlock_warm_pool_claims_total{result=\"hit\"}").
+  double Metric(std::string_view series) {
+    ApiResponse m = Api(daemon_.get(), "").Get("/metrics");
+    const std::string start = "\n" + std::string(series) + " ";
+    size_t at = ("\n" + m.body).find(start);
+    if (at == std::string::npos) return -1;
+    return std::atof(m.body.c_str() + at + start.size() - 1);
+  }
+  // Waits until the pool holds `n` started sandboxes.
+  bool PoolReaches(int n) {
+    for (int i = 0; i < 600; ++i) {
+      if (Metric("airlock_warm_pool_ready") == n) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+  // Every sandbox with a state directory on the node (the pool's and the callers').
+  std::set<std::string> SandboxDirs() {
+    std::set<std::string> ids;
+    std::error_code ec;
+    for (const auto& e :
+         std::filesystem::directory_iterator(daemon_->data_dir() + "/sandboxes", ec)) {
+      ids.insert(e.path().filename().string());
+    }
+    return ids;
+  }
+
+  std::unique_ptr<TestDaemon> daemon_;
+  std::string key_;
+};
+
+// A create of the pool's spec is handed a sandbox the pool started: already Running, with its
+// whole trail (the start by the pool, then the hand-over to the caller), its TTL counted from the
+// hand-over, and working like any other. The pool refills; no sandbox is handed out twice; the
+// pool's sandboxes are nobody's to list or name.
+TEST_F(DaemonWarmPoolTest, CreatesOfThePoolsSpecAreHandedStartedSandboxes) {
+  ASSERT_TRUE(PoolReaches(kPool)) << daemon_->log();
+  const std::set<std::string> pooled = SandboxDirs();
+  ASSERT_EQ(pooled.size(), static_cast<size_t>(kPool));
+  // Nobody sees the pool's sandboxes.
+  ApiResponse empty = api().Get("/v1/sandboxes");
+  EXPECT_EQ(empty.json["sandboxes"].size(), 0u) << empty.Describe();
+  ExpectError(api().Get("/v1/sandboxes/" + *pooled.begin()), 404, "not_found", *pooled.begin());
+
+  std::set<std::string> handed;
+  for (int i = 0; i < kPool + 1; ++i) {
+    ApiResponse r = api().Post(
+        "/v1/sandboxes",
+        {{"template", "default"}, {"ttl_seconds", 600}, {"metadata", {{"n", std::to_string(i)}}}});
+    ASSERT_EQ(r.status, 201) << r.Describe();
+    EXPECT_EQ(r.json.value("state", ""), "Running") << r.Describe();
+    EXPECT_EQ(r.json["metadata"].value("n", ""), std::to_string(i)) << r.Describe();
+    EXPECT_TRUE(handed.insert(r.json.value("id", "")).second) << "handed out twice";
+  }
+  // The first two came from the pool (the pool had two); the third started cold or was
+  // refilled in time; every one is a different sandbox.
+  EXPECT_GE(Metric("airlock_warm_pool_claims_total{result=\"hit\"}"), kPool);
+  int from_pool = 0;
+  for (const std::string& id : handed) {
+    SCOPED_TRACE(id);
+    from_pool += pooled.count(id);
+    ApiResponse got = api().Get("/v1/sandboxes/" + id);
+    ASSERT_EQ(got.status, 200) << got.Describe();
+    absl::Time created, expires;
+    std::string err;
+    ASSERT_TRUE(
+        absl::ParseTime(absl::RFC3339_full, got.json.value("created_at", ""), &created, &err));
+    ASSERT_TRUE(
+        absl::ParseTime(absl::RFC3339_full, got.json.value("expires_at", ""), &expires, &err));
+    EXPECT_EQ(expires - created, absl::Seconds(600));
+    ApiResponse e = api().Post(Sb(id, "/exec"), {{"argv", {"/bin/sh", "-c", "echo $((6*7))"}}});
+    EXPECT_EQ(e.json.value("stdout_preview", ""), "42\n") << e.Describe();
+    if (pooled.count(id) == 0) continue;
+    ApiResponse events = api().Get(Sb(id, "/events"));
+    std::vector<std::string> trail;
+    for (const json& ev : events.json.value("events", json::array())) {
+      trail.push_back(ev.value("kind", "") + ":" + ev.value("actor", ""));
+    }
+    ASSERT_GE(trail.size(), 6u) << events.Describe();
+    EXPECT_EQ(trail[0], "state_transition:warm-pool");
+    EXPECT_EQ(trail[4], "state_transition:warm-pool");  // Starting -> Running, by the pool
+    EXPECT_THAT(trail, ::testing::Contains(HasSubstr("sandbox_claimed:key:")));
+  }
+  EXPECT_EQ(from_pool, kPool);
+  ApiResponse mine = api().Get("/v1/sandboxes");
+  EXPECT_EQ(mine.json["sandboxes"].size(), handed.size()) << mine.Describe();
+  // The pool fills up again, with new sandboxes.
+  ASSERT_TRUE(PoolReaches(kPool)) << daemon_->log();
+  std::set<std::string> now = SandboxDirs();
+  int fresh = 0;
+  for (const std::string& id : now) fresh += handed.count(id) == 0 && pooled.count(id) == 0;
+  EXPECT_EQ(fresh, kPool);
+}
+
+// A create of another spec, or one that clones a workspace, starts its own sandbox; a retry with
+// an idempotency key gets the sandbox of the first try, and takes nothing more from the pool.
+TEST_F(DaemonWarmPoolTest, OtherSpecsStartColdAndRetriesTakeNothingMore) {
+  ASSERT_TRUE(PoolReaches(kPool)) << daemon_->log();
+  const std::set<std::string> pooled = SandboxDirs();
+  ApiResponse other = api().Post("/v1/sandboxes", {{"spec", {{"resources", {{"memoryMb", 300}}}}}});
+  ASSERT_EQ(other.status, 201) << other.Describe();
+  EXPECT_EQ(pooled.count(other.json.value("id", "")), 0u);
+  EXPECT_EQ(Metric("airlock_warm_pool_claims_total{result=\"other_spec\"}"), 1);
+  EXPECT_EQ(Metric("airlock_warm_pool_ready"), kPool);
+
+  json body = {{"spec", json::object()}, {"idempotency_key", "once"}};
+  ApiResponse first = api().Post("/v1/sandboxes", body);
+  ASSERT_EQ(first.status, 201) << first.Describe();
+  EXPECT_EQ(pooled.count(first.json.value("id", "")), 1u) << "the default spec is the pool's";
+  ApiResponse retry = api().Post("/v1/sandboxes", body);
+  EXPECT_EQ(retry.status, 200) << retry.Describe();
+  EXPECT_EQ(retry.json.value("id", ""), first.json.value("id", ""));
+  EXPECT_EQ(Metric("airlock_warm_pool_claims_total{result=\"hit\"}"), 1);
+}
+
+// On a graceful stop the daemon destroys the sandboxes waiting in the pool (they are nobody's),
+// while the callers' sandboxes keep running. After kill -9, the next daemon re-adopts the pool
+// and hands out the same sandboxes without starting new ones.
+TEST_F(DaemonWarmPoolTest, StopDestroysThePoolAndARestartAfterKillReadoptsIt) {
+  ASSERT_TRUE(PoolReaches(kPool)) << daemon_->log();
+  std::set<std::string> pooled = SandboxDirs();
+  ASSERT_TRUE(daemon_->Kill().ok());
+  ASSERT_TRUE(daemon_->Restart().ok()) << daemon_->log();
+  ASSERT_TRUE(PoolReaches(kPool)) << daemon_->log();
+  EXPECT_EQ(SandboxDirs(), pooled) << "the restarted daemon started new sandboxes";
+  ApiResponse claimed = api().Post("/v1/sandboxes", {{"spec", json::object()}});
+  ASSERT_EQ(claimed.status, 201) << claimed.Describe();
+  const std::string mine = claimed.json.value("id", "");
+  EXPECT_EQ(pooled.count(mine), 1u);
+  ApiResponse e = api().Post(Sb(mine, "/exec"), {{"argv", {"echo", "adopted"}}});
+  EXPECT_EQ(e.json.value("stdout_preview", ""), "adopted\n") << e.Describe();
+  ASSERT_TRUE(PoolReaches(kPool)) << daemon_->log();
+
+  std::set<std::string> waiting = SandboxDirs();
+  waiting.erase(mine);
+  ASSERT_EQ(waiting.size(), static_cast<size_t>(kPool));
+  std::map<std::string, pid_t> shims;
+  for (const std::string& id : waiting) shims[id] = daemon_->ShimPid(id);
+  ASSERT_TRUE(daemon_->Stop().ok()) << daemon_->log();
+  for (const auto& [id, shim] : shims) {
+    SCOPED_TRACE(id);
+    EXPECT_GT(shim, 0);
+    EXPECT_FALSE(TestDaemon::Alive(shim)) << "a pooled sandbox's shim outlived the daemon";
+    EXPECT_THAT(daemon_->CgroupsOf(id), ::testing::IsEmpty());
+    EXPECT_THAT(daemon_->MountsOf(id), ::testing::IsEmpty());
+  }
+  EXPECT_GT(daemon_->ShimPid(mine), 0) << "the caller's sandbox must keep running";
 }
 
 }  // namespace

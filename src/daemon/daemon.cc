@@ -161,6 +161,8 @@ class Daemon::Impl {
     // context: stop the server, let that work end, and only then destroy the context.
     if (server_) server_->Stop();
     pool_.join();
+    // No create runs any more: the sandboxes still waiting in the warm pool go.
+    if (manager_) manager_->StopWarmPool();
     server_.reset();
   }
 
@@ -208,6 +210,7 @@ class Daemon::Impl {
     });
 
     manager_->Reconcile();
+    RETURN_IF_ERROR(manager_->StartWarmPool());
 
     http::ServerOptions ho;
     ho.listen = options_.listen;

@@ -87,6 +87,11 @@ int Main(int argc, char** argv) {
   app.add_option("--workers", o.worker_threads, "Threads for blocking work (64)");
   app.add_option("--max-concurrent-starts", o.manager.max_concurrent_starts,
                  "Sandbox starts running at once; more wait (default: twice the CPUs)");
+  app.add_option("--warm-pool", o.manager.warm_pool,
+                 "Sandboxes kept started for creates of the pool's template (0: none)")
+      ->check(CLI::Range(0, 1000));
+  app.add_option("--warm-pool-template", o.manager.warm_pool_template,
+                 "The template of the warm pool's sandboxes (default)");
   app.add_option("--max-file-bytes", o.manager.max_file_bytes,
                  "Largest file upload or download in bytes (1 GiB)")
       ->check(CLI::PositiveNumber);

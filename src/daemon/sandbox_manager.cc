@@ -151,10 +151,17 @@ SandboxManager::SandboxManager(ManagerOptions options, store::Store* store, stor
                                 http::Metrics::LatencyBuckets());
     reaper_actions_ = &metrics_->AddCounter("airlock_reaper_actions_total",
                                             "What the reaper did, by action.", {"action"});
+    if (options_.warm_pool > 0) {
+      pool_.ready_gauge =
+          &metrics_->AddGauge("airlock_warm_pool_ready", "Sandboxes waiting in the warm pool.");
+      pool_.claims = &metrics_->AddCounter(
+          "airlock_warm_pool_claims_total",
+          "Creates that looked in the warm pool, by result (hit, empty, other_spec).", {"result"});
+    }
   }
 }
 
-SandboxManager::~SandboxManager() = default;
+SandboxManager::~SandboxManager() { StopWarmPool(); }
 
 std::string SandboxManager::StateDir(const SandboxId& id) const {
   return fmt::format("{}/sandboxes/{}", options_.data_dir, id.value());
@@ -252,25 +259,30 @@ absl::StatusOr<spec::SandboxSpec> SandboxManager::ResolveSpec(const CreateReques
   return s;
 }
 
-absl::StatusOr<store::CreateResult> SandboxManager::Create(const Caller& caller,
-                                                           const CreateRequest& request) {
+absl::StatusOr<spec::SandboxSpec> SandboxManager::EffectiveSpec(const CreateRequest& request,
+                                                                image::ImageLease* lease) {
   json doc;
   ASSIGN_OR_RETURN(spec::SandboxSpec s, ResolveSpec(request, &doc));
+  if (s.image.empty()) return s;
   // A tag resolves here, once: the run stores the digest, and the lease keeps the image until
   // the sandbox's record (which names the digest) holds it instead. The image's Env, WorkingDir
   // and User fill what the spec left out, and the result is parsed (and validated) again.
+  if (images_ == nullptr) return FailedPrecondition("spec.image: this node has no image store");
+  const std::string shown = fmt::format("spec.image {}", s.image);
+  ASSIGN_OR_RETURN(image::Digest digest, images_->Resolve(s.image), shown);
+  ASSIGN_OR_RETURN(*lease, images_->Acquire(digest), shown);
+  ASSIGN_OR_RETURN(image::ImageInfo info, images_->Get(digest), shown);
+  RETURN_IF_ERROR(ApplyImageConfig(info.config, images_->RootfsPath(digest), &doc), shown);
+  doc["image"] = digest.str();
+  ASSIGN_OR_RETURN(s, spec::ParseSpecJson(doc, {}),
+                   fmt::format("spec with the config of image {}", digest.str()));
+  return s;
+}
+
+absl::StatusOr<store::CreateResult> SandboxManager::Create(const Caller& caller,
+                                                           const CreateRequest& request) {
   image::ImageLease lease;
-  if (!s.image.empty()) {
-    if (images_ == nullptr) return FailedPrecondition("spec.image: this node has no image store");
-    const std::string shown = fmt::format("spec.image {}", s.image);
-    ASSIGN_OR_RETURN(image::Digest digest, images_->Resolve(s.image), shown);
-    ASSIGN_OR_RETURN(lease, images_->Acquire(digest), shown);
-    ASSIGN_OR_RETURN(image::ImageInfo info, images_->Get(digest), shown);
-    RETURN_IF_ERROR(ApplyImageConfig(info.config, images_->RootfsPath(digest), &doc), shown);
-    doc["image"] = digest.str();
-    ASSIGN_OR_RETURN(s, spec::ParseSpecJson(doc, {}),
-                     fmt::format("spec with the config of image {}", digest.str()));
-  }
+  ASSIGN_OR_RETURN(spec::SandboxSpec s, EffectiveSpec(request, &lease));
   absl::Duration ttl = request.ttl.value_or(options_.default_ttl);
   if (ttl <= absl::ZeroDuration() || ttl > options_.max_ttl) {
     return InvalidArgument(fmt::format("ttl_seconds: must be between 1 and {}",
@@ -278,13 +290,6 @@ absl::StatusOr<store::CreateResult> SandboxManager::Create(const Caller& caller,
   }
   if (request.workspace && (request.workspace->repo.empty() || request.workspace->commit.empty())) {
     return InvalidArgument("workspace.git: repo and commit are both required");
-  }
-  {
-    ASSIGN_OR_RETURN(int64_t live, store_->CountSandboxes(kLiveStates));
-    if (live >= options_.max_sandboxes) {
-      return ResourceExhausted(
-          fmt::format("this node runs its maximum of {} sandboxes", options_.max_sandboxes));
-    }
   }
   store::NewSandbox n;
   n.owner = caller.key;
@@ -297,30 +302,53 @@ absl::StatusOr<store::CreateResult> SandboxManager::Create(const Caller& caller,
   n.idempotency_key = request.idempotency_key;
   n.node = options_.node;
   n.actor = caller.actor;
+  // A sandbox of the same spec kept ready takes no start (and adds none to the node's count).
+  if (!request.workspace) {
+    ASSIGN_OR_RETURN(std::optional<store::CreateResult> warm, ClaimWarm(n));
+    if (warm) return AfterCreate(std::move(*warm));
+  }
+  RETURN_IF_ERROR(CheckRoom());
   ASSIGN_OR_RETURN(store::CreateResult created, store_->CreateSandbox(n));
-  if (!created.created) {
-    // A retry of an earlier create: wait for that create to finish, never start a second one.
-    auto deadline = absl::Now() + options_.timeout_starting + options_.timeout_mounting_workspace;
-    while (BeforeRunning(created.sandbox.state) && absl::Now() < deadline) {
-      std::this_thread::sleep_for(milliseconds(20));
-      ASSIGN_OR_RETURN(created.sandbox, store_->GetSandbox(created.sandbox.id));
-    }
-    return created;
-  }
-  absl::Status started = Start(created.sandbox, s, request, caller.actor);
-  if (!started.ok()) {
-    Log().Warn("sandbox failed to start",
-               {{"sandbox", created.sandbox.id.value()}, {"error", std::string(Message(started))}});
-    absl::StatusOr<store::SandboxRecord> now = store_->GetSandbox(created.sandbox.id);
-    if (now.ok() && !store::IsTerminal(now->state)) {
-      (void)Transition(created.sandbox.id, {now->state}, SandboxState::kFailed, "daemon",
-                       "start failed", std::string(Message(started)));
-    }
-    if (now.ok()) (void)RemoveLeftovers(*now);
-    return Annotate(started, fmt::format("start sandbox {}", created.sandbox.id.value()));
-  }
+  if (!created.created) return AfterCreate(std::move(created));
+  RETURN_IF_ERROR(StartOrFail(created.sandbox, s, request, caller.actor));
   ASSIGN_OR_RETURN(created.sandbox, store_->GetSandbox(created.sandbox.id));
   return created;
+}
+
+absl::Status SandboxManager::CheckRoom() {
+  ASSIGN_OR_RETURN(int64_t live, store_->CountSandboxes(kLiveStates));
+  if (live >= options_.max_sandboxes) {
+    return ResourceExhausted(
+        fmt::format("this node runs its maximum of {} sandboxes", options_.max_sandboxes));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<store::CreateResult> SandboxManager::AfterCreate(store::CreateResult created) {
+  if (created.created) return created;
+  // A retry of an earlier create: wait for that create to finish, never start a second one.
+  auto deadline = absl::Now() + options_.timeout_starting + options_.timeout_mounting_workspace;
+  while (BeforeRunning(created.sandbox.state) && absl::Now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(20));
+    ASSIGN_OR_RETURN(created.sandbox, store_->GetSandbox(created.sandbox.id));
+  }
+  return created;
+}
+
+absl::Status SandboxManager::StartOrFail(const store::SandboxRecord& record,
+                                         const spec::SandboxSpec& s, const CreateRequest& request,
+                                         const std::string& actor) {
+  absl::Status started = Start(record, s, request, actor);
+  if (started.ok()) return started;
+  Log().Warn("sandbox failed to start",
+             {{"sandbox", record.id.value()}, {"error", std::string(Message(started))}});
+  absl::StatusOr<store::SandboxRecord> now = store_->GetSandbox(record.id);
+  if (now.ok() && !store::IsTerminal(now->state)) {
+    (void)Transition(record.id, {now->state}, SandboxState::kFailed, "daemon", "start failed",
+                     std::string(Message(started)));
+  }
+  if (now.ok()) (void)RemoveLeftovers(*now);
+  return Annotate(started, fmt::format("start sandbox {}", record.id.value()));
 }
 
 absl::Status SandboxManager::Start(const store::SandboxRecord& record,
@@ -1091,8 +1119,9 @@ void SandboxManager::ExpireIdle() {
   absl::StatusOr<std::vector<store::SandboxRecord>> expired = store_->ListExpired(now, 1000);
   if (!expired.ok()) return;
   for (const store::SandboxRecord& r : *expired) {
+    // The pool retires its own sandboxes (a create may be claiming one: warm_pool.cc).
     if (r.node != options_.node || store::IsTerminal(r.state) ||
-        r.state == SandboxState::kCleaning) {
+        r.state == SandboxState::kCleaning || r.owner == WarmPoolOwner()) {
       continue;
     }
     bool ttl = r.expires_at <= now;

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -19,6 +20,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -61,6 +63,11 @@ struct ManagerOptions {
   // CPU-bound: on a small host a burst started all at once finishes all at once, late. 0: twice
   // the number of CPUs.
   int max_concurrent_starts = 0;
+  // Warm pool (docs/daemon.md "Warm pool"): this many sandboxes of `warm_pool_template` are kept
+  // started; a create whose effective spec equals theirs, and that asks for no workspace clone,
+  // is handed one instead of starting its own. 0: no pool.
+  int warm_pool = 0;
+  std::string warm_pool_template = "default";
 };
 
 // Who is calling: the API key's id (sandboxes belong to it) and the audit actor.
@@ -198,6 +205,19 @@ class SandboxManager {
   absl::StatusOr<store::SandboxRecord> Destroy(const Caller& caller, const SandboxId& id,
                                                std::string_view reason);
 
+  // Starts keeping the warm pool filled (ManagerOptions::warm_pool); call it after the first
+  // Reconcile, which re-adopted what a previous daemon kept ready: of those, sandboxes of another
+  // spec or beyond the pool's size are destroyed. An error names the pool's template when it
+  // does not give a spec this node runs (nothing is started then). OK without a pool.
+  absl::Status StartWarmPool();
+  // Stops refilling the pool and destroys the sandboxes still waiting in it (they are the
+  // node's, never a user's). Idempotent; the destructor calls it.
+  void StopWarmPool();
+  // Sandboxes waiting in the pool now.
+  int WarmPoolReady();
+  // The owner of the sandboxes waiting in the pool (in the store until one is claimed).
+  static const ApiKeyId& WarmPoolOwner();
+
   // Re-adopts live shims, finishes interrupted work and removes leftovers (docs/daemon.md,
   // "Reaper and re-adoption"). Called at start and periodically; never throws away audit events.
   void Reconcile();
@@ -216,8 +236,26 @@ class SandboxManager {
   // The spec of a create request (its spec or template), parsed; *doc gets the document it was
   // parsed from.
   absl::StatusOr<spec::SandboxSpec> ResolveSpec(const CreateRequest& request, nlohmann::json* doc);
+  // ResolveSpec, then the image's resolution (into *lease) and configuration.
+  absl::StatusOr<spec::SandboxSpec> EffectiveSpec(const CreateRequest& request,
+                                                  image::ImageLease* lease);
+  // OK when the node may take one more sandbox (max_sandboxes); ResourceExhausted otherwise.
+  absl::Status CheckRoom();
+  // A created sandbox, or a retry of an earlier create once that create has finished.
+  absl::StatusOr<store::CreateResult> AfterCreate(store::CreateResult created);
   absl::Status Start(const store::SandboxRecord& record, const spec::SandboxSpec& spec,
                      const CreateRequest& request, const std::string& actor);
+  // Start, and on failure the sandbox marked Failed with nothing left of it on the node.
+  absl::Status StartOrFail(const store::SandboxRecord& record, const spec::SandboxSpec& spec,
+                           const CreateRequest& request, const std::string& actor);
+  // Warm pool (warm_pool.cc). ClaimWarm hands `request`'s owner a pooled sandbox of the same
+  // spec: nullopt when the pool has none.
+  absl::StatusOr<std::optional<store::CreateResult>> ClaimWarm(const store::NewSandbox& request);
+  void FillWarmPool();
+  // The pool's sandboxes in the store, sorted out: those of the pool's spec stay (up to its
+  // size), the rest are destroyed. Returns the ones that stay.
+  std::vector<SandboxId> SortWarmPool();
+  absl::Status StartPooled();
   absl::Status PrepareWorkspace(const SandboxId& id, const WorkspaceSource& source,
                                 spec::SandboxSpec* spec);
   absl::StatusOr<nlohmann::json> LaunchShim(const SandboxId& id, const spec::SandboxSpec& spec);
@@ -266,6 +304,19 @@ class SandboxManager {
   std::set<CommandId> in_flight_;  // commands whose exec call this daemon is making
   std::map<SandboxId, int64_t> last_cpu_us_;
   bool first_reconcile_ = true;
+
+  struct WarmPool {
+    std::mutex mu;
+    std::condition_variable cv;
+    nlohmann::json spec;           // the pooled sandboxes' effective spec (null: no pool)
+    std::deque<SandboxId> ready;   // started, in the store as the pool's, not being claimed
+    std::set<SandboxId> claiming;  // taken from `ready` by a create that is claiming it
+    bool stop = false;
+    bool wake = false;  // a claim took a sandbox: the filler looks again at once
+    std::thread filler;
+    http::Gauge* ready_gauge = nullptr;
+    http::Counter* claims = nullptr;
+  } pool_;
 };
 
 }  // namespace airlock::daemon

@@ -38,7 +38,7 @@ constexpr std::array<std::pair<S, std::string_view>, 10> kStateNames = {{
 }};
 
 using K = AuditKind;
-constexpr std::array<std::pair<K, std::string_view>, 12> kKindNames = {{
+constexpr std::array<std::pair<K, std::string_view>, 13> kKindNames = {{
     {K::kStateTransition, "state_transition"},
     {K::kExec, "exec"},
     {K::kFileWrite, "file_write"},
@@ -49,6 +49,7 @@ constexpr std::array<std::pair<K, std::string_view>, 12> kKindNames = {{
     {K::kNetworkPolicyChanged, "network_policy_changed"},
     {K::kTtlExtended, "ttl_extended"},
     {K::kSandboxAdopted, "sandbox_adopted"},
+    {K::kSandboxClaimed, "sandbox_claimed"},
     {K::kApiKeyCreated, "api_key_created"},
     {K::kApiKeyRevoked, "api_key_revoked"},
 }};

@@ -166,6 +166,7 @@ enum class AuditKind {
   kNetworkPolicyChanged,
   kTtlExtended,
   kSandboxAdopted,  // a restarted daemon took over a live shim
+  kSandboxClaimed,  // a sandbox the node kept ready (warm pool) was handed to its owner
   kApiKeyCreated,
   kApiKeyRevoked,
 };
@@ -292,6 +293,19 @@ class Store {
   // and all return it. AlreadyExists when `id` is taken; InvalidArgument for an empty owner or
   // a ttl <= 0.
   [[nodiscard]] virtual absl::StatusOr<CreateResult> CreateSandbox(const NewSandbox& request) = 0;
+
+  // Hands a sandbox the node started ahead of time (a warm pool's: state Running, owned by
+  // `from_owner`) to the owner of `request`, atomically: owner, template, metadata, TTL and idle
+  // timeout (both counted from now, and created_at becomes now), idempotency key and actor come
+  // from `request`; spec, image, runtime and the audit trail stay, and a sandbox_claimed event is
+  // appended. `request.spec` must equal the sandbox's spec. When the request's owner already used
+  // its idempotency key, nothing changes and that sandbox is returned with created = false, as
+  // CreateSandbox does. FailedPrecondition when the sandbox is no longer Running or no longer
+  // `from_owner`'s (claimed or reaped meanwhile: a sandbox is never handed out twice), or when
+  // the specs differ; InvalidArgument for a request CreateSandbox would refuse.
+  [[nodiscard]] virtual absl::StatusOr<CreateResult> ClaimSandbox(const SandboxId& id,
+                                                                  const ApiKeyId& from_owner,
+                                                                  const NewSandbox& request) = 0;
 
   [[nodiscard]] virtual absl::StatusOr<SandboxRecord> GetSandbox(const SandboxId& id) = 0;
 

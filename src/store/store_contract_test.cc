@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "command/command.h"
+#include "fmt/format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "spec/parse.h"
@@ -608,6 +609,127 @@ TEST_P(StoreContractTest, ExtendTtlMovesExpiryForwardOnlyAndIsAudited) {
   EXPECT_THAT(gone.status().message(), HasSubstr("Gone"));
   EXPECT_EQ(store_->ExtendTtl(SandboxId("sb-nothere"), t0, "user").status().code(),
             absl::StatusCode::kNotFound);
+}
+
+// --- Sandboxes: the warm pool's hand-over ----------------------------------------------------
+
+const ApiKeyId kPoolOwner("ak-warm-pool");
+
+TEST_P(StoreContractTest, ClaimHandsAPooledSandboxToItsNewOwnerOnce) {
+  SandboxRecord pooled = CreateIn(SandboxState::kRunning, Request(kPoolOwner.value()));
+  const RuntimeInfo rt{.shim_pid = 4242, .shim_socket = "/s.sock", .cgroup_path = "airlock/x"};
+  ASSERT_TRUE(store_->UpdateRuntime(pooled.id, rt).ok());
+  const size_t events_before = EventsOf(pooled.id).size();
+  clock_.Advance(absl::Minutes(10));
+  const absl::Time claimed_at = clock_.Now();
+  NewSandbox request = Request();
+  request.template_name = "default";
+  request.metadata = {{"task", "t-1"}};
+  request.ttl = absl::Hours(2);
+  request.idle_timeout = absl::Minutes(5);
+  request.idempotency_key = "key-claim";
+  request.actor = "key:ak-owner000001";
+  ASSERT_OK_AND_ASSIGN(CreateResult claimed, store_->ClaimSandbox(pooled.id, kPoolOwner, request));
+  EXPECT_TRUE(claimed.created);
+  EXPECT_EQ(claimed.sandbox.id, pooled.id);
+  ASSERT_OK_AND_ASSIGN(SandboxRecord got, store_->GetSandbox(pooled.id));
+  for (const SandboxRecord& r : {claimed.sandbox, got}) {
+    EXPECT_EQ(r.owner, request.owner);
+    EXPECT_EQ(r.state, SandboxState::kRunning);
+    EXPECT_EQ(r.metadata, request.metadata);
+    EXPECT_EQ(r.template_name, "default");
+    EXPECT_EQ(r.idempotency_key, "key-claim");
+    EXPECT_EQ(r.created_at, claimed_at);  // the TTL counts from the hand-over
+    EXPECT_EQ(r.expires_at, claimed_at + absl::Hours(2));
+    EXPECT_EQ(r.ttl, absl::Hours(2));
+    EXPECT_EQ(r.idle_timeout, absl::Minutes(5));
+    EXPECT_EQ(r.runtime, rt);
+    EXPECT_EQ(r.spec, pooled.spec);
+  }
+  // The trail from the pool's start is kept, and the hand-over is its own event.
+  std::vector<AuditEvent> events = EventsOf(pooled.id);
+  ASSERT_EQ(events.size(), events_before + 1);
+  EXPECT_EQ(events.back().kind, AuditKind::kSandboxClaimed);
+  EXPECT_EQ(events.back().actor, "key:ak-owner000001");
+  EXPECT_EQ(events.back().data.value("owner", ""), "ak-owner000001");
+  EXPECT_EQ(events.back().data.value("from_owner", ""), kPoolOwner.value());
+  // The idle clock starts at the hand-over too.
+  EXPECT_TRUE(store_->ListExpired(claimed_at + absl::Minutes(4), 10)->empty());
+  EXPECT_EQ(store_->ListExpired(claimed_at + absl::Minutes(5), 10)->size(), 1u);
+
+  // Never handed out twice: the pool no longer owns it.
+  NewSandbox other = Request("ak-otherowner01");
+  auto again = store_->ClaimSandbox(pooled.id, kPoolOwner, other);
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition) << again.status();
+  ASSERT_OK_AND_ASSIGN(SandboxPage pool, store_->ListSandboxes({.owner = kPoolOwner}));
+  EXPECT_TRUE(pool.sandboxes.empty());
+  ASSERT_OK_AND_ASSIGN(SandboxPage mine, store_->ListSandboxes({.owner = request.owner}));
+  ASSERT_EQ(mine.sandboxes.size(), 1u);
+  EXPECT_EQ(mine.sandboxes[0].id, pooled.id);
+}
+
+TEST_P(StoreContractTest, ClaimWithAKeyUsedBeforeReturnsThatSandboxAndLeavesThePoolAlone) {
+  NewSandbox request = Request();
+  request.idempotency_key = "key-1";
+  ASSERT_OK_AND_ASSIGN(CreateResult first, store_->CreateSandbox(request));
+  SandboxRecord pooled = CreateIn(SandboxState::kRunning, Request(kPoolOwner.value()));
+  ASSERT_OK_AND_ASSIGN(CreateResult retry, store_->ClaimSandbox(pooled.id, kPoolOwner, request));
+  EXPECT_FALSE(retry.created);
+  EXPECT_EQ(retry.sandbox.id, first.sandbox.id);
+  ASSERT_OK_AND_ASSIGN(SandboxRecord still, store_->GetSandbox(pooled.id));
+  EXPECT_EQ(still.owner, kPoolOwner);
+  EXPECT_NE(EventsOf(pooled.id).back().kind, AuditKind::kSandboxClaimed);
+}
+
+TEST_P(StoreContractTest, ClaimRefusesASandboxNotReadyOrOfAnotherSpec) {
+  SandboxRecord starting = CreateIn(SandboxState::kStarting, Request(kPoolOwner.value()));
+  auto r = store_->ClaimSandbox(starting.id, kPoolOwner, Request());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  EXPECT_THAT(r.status().message(), HasSubstr("Starting"));
+
+  SandboxRecord ready = CreateIn(SandboxState::kRunning, Request(kPoolOwner.value()));
+  NewSandbox other_spec = Request();
+  other_spec.spec["hostname"] = "elsewhere";
+  r = store_->ClaimSandbox(ready.id, kPoolOwner, other_spec);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  EXPECT_THAT(r.status().message(), HasSubstr("spec"));
+  // Someone else's sandbox is not the pool's to hand out.
+  SandboxRecord users = CreateIn(SandboxState::kRunning, Request("ak-otherowner01"));
+  r = store_->ClaimSandbox(users.id, kPoolOwner, Request());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  EXPECT_EQ(store_->GetSandbox(users.id)->owner, ApiKeyId("ak-otherowner01"));
+  NewSandbox no_ttl = Request();
+  no_ttl.ttl = absl::ZeroDuration();
+  EXPECT_EQ(store_->ClaimSandbox(ready.id, kPoolOwner, no_ttl).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->ClaimSandbox(SandboxId("sb-nothere"), kPoolOwner, Request()).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->GetSandbox(ready.id)->owner, kPoolOwner);
+}
+
+// Eight callers race for one pooled sandbox from two Store objects: exactly one gets it.
+TEST_P(StoreContractTest, ConcurrentClaimsOfOneSandboxHaveOneWinner) {
+  SandboxRecord pooled = CreateIn(SandboxState::kRunning, Request(kPoolOwner.value()));
+  auto second = Open();
+  ASSERT_TRUE(second.ok()) << second.status();
+  std::atomic<int> won{0}, refused{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&, i] {
+      Store& s = i % 2 == 0 ? *store_ : **second;
+      auto r = s.ClaimSandbox(pooled.id, kPoolOwner, Request(fmt::format("ak-claimer{:05d}", i)));
+      if (r.ok() && r->created) ++won;
+      if (!r.ok() && r.status().code() == absl::StatusCode::kFailedPrecondition) ++refused;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(won.load(), 1);
+  EXPECT_EQ(refused.load(), 7);
+  int claimed_events = 0;
+  for (const AuditEvent& e : EventsOf(pooled.id)) {
+    claimed_events += e.kind == AuditKind::kSandboxClaimed;
+  }
+  EXPECT_EQ(claimed_events, 1);
 }
 
 TEST_P(StoreContractTest, UpdateSpecIsStoredWithItsEventInOneStep) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -328,6 +329,10 @@ class SqlStore final : public Store {
   absl::StatusOr<CreateResult> CreateSandbox(const NewSandbox& request) override {
     return Observe("sandbox.create", [&] { return DoCreate(request); });
   }
+  absl::StatusOr<CreateResult> ClaimSandbox(const SandboxId& id, const ApiKeyId& from_owner,
+                                            const NewSandbox& request) override {
+    return Observe("sandbox.claim", [&] { return DoClaim(id, from_owner, request); });
+  }
   absl::StatusOr<SandboxRecord> GetSandbox(const SandboxId& id) override {
     return Observe("sandbox.get", [&]() -> absl::StatusOr<SandboxRecord> {
       absl::StatusOr<SandboxRecord> out;
@@ -520,20 +525,120 @@ class SqlStore final : public Store {
 
   // Sandboxes -------------------------------------------------------------------------------
 
+  // What CreateSandbox and ClaimSandbox refuse in a request, before any transaction.
+  static absl::Status ValidateNew(const NewSandbox& r) {
+    if (r.owner.empty()) return absl::InvalidArgumentError("owner is empty");
+    if (r.ttl <= absl::ZeroDuration()) return absl::InvalidArgumentError("ttl must be positive");
+    if (r.idle_timeout < absl::ZeroDuration()) {
+      return absl::InvalidArgumentError("idle timeout must not be negative");
+    }
+    for (const auto& [key, value] : r.metadata) {
+      if (key.empty()) return absl::InvalidArgumentError("metadata key is empty");
+    }
+    return RequireActor(r.actor);
+  }
+
+  // The sandbox `owner` created with `key`, if any (inside the caller's transaction).
+  static absl::StatusOr<std::optional<SandboxRecord>> FindByKey(SqlConnection& conn,
+                                                                const ApiKeyId& owner,
+                                                                const std::string& key) {
+    static const std::string* by_key = new std::string(fmt::format(
+        "SELECT {} FROM sandboxes WHERE owner = $1 AND idempotency_key = $2", kSandboxColumns));
+    ASSIGN_OR_RETURN(std::vector<SandboxRecord> found,
+                     LoadSandboxes(conn, *by_key, {owner.value(), key}));
+    if (found.empty()) return std::nullopt;
+    return std::move(found.front());
+  }
+
+  static absl::Status InsertMetadata(SqlConnection& conn, const SandboxId& id,
+                                     const std::map<std::string, std::string>& metadata) {
+    for (const auto& [key, value] : metadata) {
+      RETURN_IF_ERROR(
+          conn.Exec("INSERT INTO sandbox_metadata (sandbox_id, key, value) VALUES ($1, $2, $3)",
+                    {id.value(), key, value})
+              .status());
+    }
+    return absl::OkStatus();
+  }
+
+  // The data of the audit event that gives a sandbox its owner.
+  static nlohmann::json OwnerEventData(const NewSandbox& r) {
+    nlohmann::json data = {{"owner", r.owner.value()}};
+    if (!r.template_name.empty()) data["template"] = r.template_name;
+    if (!r.idempotency_key.empty()) data["idempotency_key"] = r.idempotency_key;
+    return data;
+  }
+
+  absl::StatusOr<CreateResult> DoClaim(const SandboxId& id, const ApiKeyId& from_owner,
+                                       const NewSandbox& r) {
+    std::string context = fmt::format("claim sandbox {}", id.value());
+    RETURN_IF_ERROR(ValidateNew(r), context);
+    const absl::Time now = Now();
+    CreateResult result;
+    absl::Status tx = Write([&](SqlConnection& conn) -> absl::Status {
+      if (!r.idempotency_key.empty()) {
+        ASSIGN_OR_RETURN(std::optional<SandboxRecord> earlier,
+                         FindByKey(conn, r.owner, r.idempotency_key));
+        if (earlier) {
+          result.sandbox = std::move(*earlier);
+          result.created = false;
+          return absl::OkStatus();
+        }
+      }
+      ASSIGN_OR_RETURN(SandboxRecord s, LoadSandbox(conn, id));
+      if (s.state != SandboxState::kRunning || s.owner != from_owner) {
+        return FailedPrecondition(
+            fmt::format("the sandbox is no longer ready to hand out ({})", ToString(s.state)));
+      }
+      if (s.spec != r.spec) {
+        return FailedPrecondition("the request's spec is not the sandbox's");
+      }
+      s.owner = r.owner;
+      s.template_name = r.template_name;
+      s.metadata = r.metadata;
+      s.ttl = absl::Milliseconds(Ms(r.ttl));
+      s.idle_timeout = absl::Milliseconds(Ms(r.idle_timeout));
+      s.created_at = now;
+      s.updated_at = now;
+      s.last_activity_at = now;
+      s.expires_at = FromMs(Ms(now + r.ttl));
+      s.idempotency_key = r.idempotency_key;
+      ASSIGN_OR_RETURN(
+          int64_t changed,
+          conn.Exec(
+              "UPDATE sandboxes SET owner = $1, template_name = $2, ttl_ms = $3, "
+              "idle_timeout_ms = $4, expires_ms = $5, last_activity_ms = $6, "
+              "reap_after_ms = $7, created_ms = $6, updated_ms = $6, idempotency_key = $8 "
+              "WHERE id = $9 AND owner = $10 AND state = $11",
+              {r.owner.value(), r.template_name, Ms(s.ttl), Ms(s.idle_timeout), Ms(s.expires_at),
+               Ms(now), ReapAfter(s), TextOrNull(r.idempotency_key), id.value(), from_owner.value(),
+               std::string(ToString(SandboxState::kRunning))}));
+      if (changed != 1) return Internal("the sandbox changed inside the transaction");
+      RETURN_IF_ERROR(
+          conn.Exec("DELETE FROM sandbox_metadata WHERE sandbox_id = $1", {id.value()}).status());
+      RETURN_IF_ERROR(InsertMetadata(conn, id, r.metadata));
+      nlohmann::json data = OwnerEventData(r);
+      data["from_owner"] = from_owner.value();
+      RETURN_IF_ERROR(InsertEvent(conn,
+                                  AuditEvent{.sandbox = id,
+                                             .actor = r.actor,
+                                             .kind = AuditKind::kSandboxClaimed,
+                                             .reason = "handed out by the warm pool",
+                                             .data = std::move(data)},
+                                  now)
+                          .status());
+      result.sandbox = std::move(s);
+      result.created = true;
+      return absl::OkStatus();
+    });
+    RETURN_IF_ERROR(tx, context);
+    return result;
+  }
+
   absl::StatusOr<CreateResult> DoCreate(const NewSandbox& r) {
     SandboxId id = r.id.empty() ? SandboxId::New() : r.id;
     std::string context = fmt::format("create sandbox {}", id.value());
-    if (r.owner.empty()) return absl::InvalidArgumentError(context + ": owner is empty");
-    if (r.ttl <= absl::ZeroDuration()) {
-      return absl::InvalidArgumentError(context + ": ttl must be positive");
-    }
-    if (r.idle_timeout < absl::ZeroDuration()) {
-      return absl::InvalidArgumentError(context + ": idle timeout must not be negative");
-    }
-    for (const auto& [key, value] : r.metadata) {
-      if (key.empty()) return absl::InvalidArgumentError(context + ": metadata key is empty");
-    }
-    RETURN_IF_ERROR(RequireActor(r.actor), context);
+    RETURN_IF_ERROR(ValidateNew(r), context);
 
     const absl::Time now = Now();
     SandboxRecord record{.id = id,
@@ -567,33 +672,23 @@ class SqlStore final : public Store {
                      Ms(record.idle_timeout), Ms(record.expires_at), Ms(now), ReapAfter(record),
                      Ms(now), TextOrNull(r.idempotency_key), r.node.value()}));
       if (inserted == 0) {
-        static const std::string* by_key = new std::string(fmt::format(
-            "SELECT {} FROM sandboxes WHERE owner = $1 AND idempotency_key = $2", kSandboxColumns));
-        ASSIGN_OR_RETURN(std::vector<SandboxRecord> existing,
-                         LoadSandboxes(conn, *by_key, {r.owner.value(), r.idempotency_key}));
-        if (existing.empty()) {
+        ASSIGN_OR_RETURN(std::optional<SandboxRecord> existing,
+                         FindByKey(conn, r.owner, r.idempotency_key));
+        if (!existing) {
           return absl::UnavailableError("idempotency key in use by a concurrent create");
         }
-        result.sandbox = std::move(existing.front());
+        result.sandbox = std::move(*existing);
         result.created = false;
         return absl::OkStatus();
       }
-      for (const auto& [key, value] : r.metadata) {
-        RETURN_IF_ERROR(
-            conn.Exec("INSERT INTO sandbox_metadata (sandbox_id, key, value) VALUES ($1, $2, $3)",
-                      {id.value(), key, value})
-                .status());
-      }
-      nlohmann::json data = {{"owner", r.owner.value()}};
-      if (!r.template_name.empty()) data["template"] = r.template_name;
-      if (!r.idempotency_key.empty()) data["idempotency_key"] = r.idempotency_key;
+      RETURN_IF_ERROR(InsertMetadata(conn, id, r.metadata));
       RETURN_IF_ERROR(InsertEvent(conn,
                                   AuditEvent{.sandbox = id,
                                              .actor = r.actor,
                                              .kind = AuditKind::kStateTransition,
                                              .to = SandboxState::kAllocating,
                                              .reason = "created",
-                                             .data = std::move(data)},
+                                             .data = OwnerEventData(r)},
                                   now)
                           .status());
       result.sandbox = std::move(record);
