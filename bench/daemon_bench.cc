@@ -5,6 +5,11 @@
 // `true` with every namespace unshared (what any sandbox start pays at least).
 //
 //   daemon_bench [--seq N] [--burst N] [--warm N] [--density N] [--cycles N] [--level 1|2]
+//                [--warm-pool N]
+//
+// With --warm-pool N the daemon keeps N sandboxes of its default template started (airlockd
+// --warm-pool); the sequential and burst runs then wait for the pool to be full before each
+// sample (time to interactive with a ready pool) and print how many creates it served.
 //
 // Starts its own airlockd (next to this binary's build: bin/airlockd) on a free loopback port with
 // a fresh data directory, and stops it (and every sandbox) at the end.
@@ -90,6 +95,7 @@ int FreePort() {
 struct Daemon {
   std::string bin, dir, url, key;
   pid_t pid = -1;
+  int warm_pool = 0;
 
   bool Start() {
     char tmpl[] = "/tmp/airlock-daemon-bench-XXXXXX";
@@ -108,7 +114,8 @@ struct Daemon {
     int port = FreePort();
     url = "http://127.0.0.1:" + std::to_string(port);
     pid = Spawn({bin, "--data-dir", dir + "/data", "--listen", "127.0.0.1:" + std::to_string(port),
-                 "--max-sandboxes", "2000", "--workers", "128"});
+                 "--max-sandboxes", "2000", "--workers", "128", "--warm-pool",
+                 std::to_string(warm_pool)});
     for (int i = 0; i < 500; ++i) {
       auto c = ClientPtr();
       if (c && c->Send(verb::get, "/healthz").ok()) return !key.empty();
@@ -165,6 +172,25 @@ bool ExecTrue(http::Client& c, const std::string& id) {
 
 void Destroy(http::Client& c, const std::string& id) {
   (void)c.Send(verb::delete_, "/v1/sandboxes/" + id);
+}
+
+// A series' value in /metrics (-1 when absent).
+double Metric(http::Client& c, const std::string& series) {
+  auto r = c.Send(verb::get, "/metrics");
+  if (!r.ok()) return -1;
+  std::string body = "\n" + r->body;
+  size_t at = body.find("\n" + series + " ");
+  return at == std::string::npos ? -1 : std::atof(body.c_str() + at + series.size() + 2);
+}
+
+// Waits (up to a minute) until the warm pool holds `n` sandboxes; returns the ms it took.
+double WaitForPool(http::Client& c, int n) {
+  auto t0 = Clock::now();
+  while (n > 0 && Metric(c, "airlock_warm_pool_ready") < n &&
+         Clock::now() - t0 < std::chrono::minutes(1)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return Ms(Clock::now() - t0);
 }
 
 int64_t StatusKb(pid_t pid, const char* field) {
@@ -258,7 +284,7 @@ void PrintRow(const char* name, const Stats& s, const char* extra = "") {
 }
 
 int Main(int argc, char** argv) {
-  int seq = 100, burst = 100, warm = 300, density = 500, cycles = 2000, level = 2;
+  int seq = 100, burst = 100, warm = 300, density = 500, cycles = 2000, level = 2, pool = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     int v = std::atoi(argv[i + 1]);
@@ -274,6 +300,8 @@ int Main(int argc, char** argv) {
       cycles = v;
     else if (a == "--level")
       level = v;
+    else if (a == "--warm-pool")
+      pool = v;
     else {
       std::fprintf(stderr, "daemon_bench: unknown flag %s\n", a.c_str());
       return 2;
@@ -282,20 +310,23 @@ int Main(int argc, char** argv) {
   const std::string spec = R"({"spec":{"level":)" + std::to_string(level) + "}}";
   Daemon d;
   d.bin = AIRLOCK_BENCH_AIRLOCKD;
+  d.warm_pool = pool;
   if (!d.Start()) {
     std::fprintf(stderr, "daemon_bench: airlockd did not start\n");
     d.Stop();
     return 1;
   }
   auto client = d.ClientPtr();
-  std::printf("airlockd %s, level %d, %u cpus\n", d.url.c_str(), level,
-              std::thread::hardware_concurrency());
+  std::printf("airlockd %s, level %d, %u cpus, warm pool %d\n", d.url.c_str(), level,
+              std::thread::hardware_concurrency(), pool);
+  const std::string hits = R"(airlock_warm_pool_claims_total{result="hit"})";
 
   // 1. Time to interactive, sequential, alternating with the bwrap floor.
   std::vector<double> tti, floor;
   int failures = 0;
   for (int i = 0; i < seq; ++i) {
     floor.push_back(BwrapTrueMs());
+    WaitForPool(*client, pool);
     auto t0 = Clock::now();
     std::string id = Create(*client, spec);
     bool ok = !id.empty() && ExecTrue(*client, id);
@@ -309,9 +340,12 @@ int Main(int argc, char** argv) {
                 s_tti.p50 / s_floor.p50);
   PrintRow("time to interactive, sequential", s_tti, extra);
   PrintRow("floor: bwrap true (same run)", s_floor);
+  if (pool > 0) std::printf("  served by the warm pool: %.0f\n", Metric(*client, hits));
 
   // 2. Burst: `burst` clients at once, each create -> exec true.
-  {
+  if (burst > 0) {
+    double before = Metric(*client, hits);
+    if (pool > 0) std::printf("  the pool refilled in %.0f ms\n", WaitForPool(*client, pool));
     std::vector<double> times(burst);
     std::vector<std::string> ids(burst);
     std::atomic<int> ok{0}, ready{0};
@@ -337,6 +371,7 @@ int Main(int argc, char** argv) {
     std::snprintf(extra, sizeof extra, "(%d/%d succeeded, %.0f ms for all)", ok.load(), burst,
                   wall);
     PrintRow("time to interactive, burst", Percentiles(times), extra);
+    if (pool > 0) std::printf("  served by the warm pool: %.0f\n", Metric(*client, hits) - before);
     for (const auto& id : ids) {
       if (!id.empty()) Destroy(*client, id);
     }
