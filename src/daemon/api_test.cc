@@ -1206,6 +1206,28 @@ TEST_F(DaemonWarmPoolTest, OtherSpecsStartColdAndRetriesTakeNothingMore) {
   EXPECT_EQ(Metric("airlock_warm_pool_claims_total{result=\"hit\"}"), 1);
 }
 
+// A pooled sandbox whose shim died (killed from outside) is never handed out: creates get the
+// live one and then a cold start, and each works.
+TEST_F(DaemonWarmPoolTest, APooledSandboxWithADeadShimIsNotHandedOut) {
+  ASSERT_TRUE(PoolReaches(kPool)) << daemon_->log();
+  const std::set<std::string> pooled = SandboxDirs();
+  const std::string dead = *pooled.begin();
+  pid_t shim = daemon_->ShimPid(dead);
+  ASSERT_GT(shim, 0);
+  ASSERT_EQ(::kill(shim, SIGKILL), 0);
+  for (int i = 0; i < 50 && TestDaemon::Alive(shim); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  for (int i = 0; i < kPool; ++i) {
+    ApiResponse r = api().Post("/v1/sandboxes", {{"spec", json::object()}});
+    ASSERT_EQ(r.status, 201) << r.Describe();
+    const std::string id = r.json.value("id", "");
+    EXPECT_NE(id, dead);
+    ApiResponse e = api().Post(Sb(id, "/exec"), {{"argv", {"echo", "alive"}}});
+    EXPECT_EQ(e.json.value("stdout_preview", ""), "alive\n") << e.Describe();
+  }
+}
+
 // On a graceful stop the daemon destroys the sandboxes waiting in the pool (they are nobody's),
 // while the callers' sandboxes keep running. After kill -9, the next daemon re-adopts the pool
 // and hands out the same sandboxes without starting new ones.

@@ -113,7 +113,14 @@ absl::StatusOr<std::optional<store::CreateResult>> SandboxManager::ClaimWarm(
       pool_.ready.pop_front();
       pool_.claiming.insert(id);
     }
-    absl::StatusOr<store::CreateResult> claimed = store_->ClaimSandbox(id, PoolOwner(), request);
+    // A sandbox whose shim died since the reaper last looked is left to the reaper, not handed
+    // out (one round trip on the kept connection).
+    absl::StatusOr<store::CreateResult> claimed =
+        shim::ShimClient(StateDir(id) + "/shim.sock", &shim_connections_)
+                .Call({{"op", "hello"}}, std::chrono::milliseconds(2000))
+                .ok()
+            ? store_->ClaimSandbox(id, PoolOwner(), request)
+            : absl::FailedPreconditionError("its shim does not answer");
     {
       std::lock_guard lock(pool_.mu);
       pool_.claiming.erase(id);
