@@ -1072,6 +1072,17 @@ TEST_F(DaemonFaultTest, ClientLeavingAStreamLeaksNothing) {
 
 // ---- the warm pool (airlockd --warm-pool N) ----
 
+// A pool whose template does not exist stops the daemon at start, naming the flag and the
+// template; nothing is started.
+TEST(DaemonWarmPoolStartTest, AnUnknownTemplateStopsTheDaemonNamingIt) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root: airlockd runs sandboxes";
+  auto d = TestDaemon::Start(
+      {.extra_args = {"--warm-pool", "2", "--warm-pool-template", "no-such-template"}});
+  ASSERT_FALSE(d.ok());
+  EXPECT_THAT(d.status().message(), HasSubstr("--warm-pool-template no-such-template"));
+  EXPECT_THAT(d.status().message(), HasSubstr("does not exist"));
+}
+
 class DaemonWarmPoolTest : public ::testing::Test {
  protected:
   static constexpr int kPool = 2;

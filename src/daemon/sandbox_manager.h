@@ -213,8 +213,6 @@ class SandboxManager {
   // Stops refilling the pool and destroys the sandboxes still waiting in it (they are the
   // node's, never a user's). Idempotent; the destructor calls it.
   void StopWarmPool();
-  // Sandboxes waiting in the pool now.
-  int WarmPoolReady();
   // The owner of the sandboxes waiting in the pool (in the store until one is claimed).
   static const ApiKeyId& WarmPoolOwner();
 
@@ -311,6 +309,7 @@ class SandboxManager {
     nlohmann::json spec;           // the pooled sandboxes' effective spec (null: no pool)
     std::deque<SandboxId> ready;   // started, in the store as the pool's, not being claimed
     std::set<SandboxId> claiming;  // taken from `ready` by a create that is claiming it
+    bool running = false;  // StartWarmPool started the filler and StopWarmPool has not ended
     bool stop = false;
     bool wake = false;  // a claim took a sandbox: the filler looks again at once
     std::thread filler;

@@ -53,12 +53,11 @@ absl::Status SandboxManager::StartWarmPool() {
   image::ImageLease lease;
   ASSIGN_OR_RETURN(spec::SandboxSpec s, EffectiveSpec(request, &lease),
                    fmt::format("--warm-pool-template {}", options_.warm_pool_template));
-  {
-    std::lock_guard lock(pool_.mu);
-    if (pool_.filler.joinable()) return FailedPrecondition("the warm pool is already running");
-    pool_.spec = spec::ToJson(s);
-    pool_.stop = false;
-  }
+  std::lock_guard lock(pool_.mu);
+  if (pool_.running) return FailedPrecondition("the warm pool is already running");
+  pool_.spec = spec::ToJson(s);
+  pool_.stop = false;
+  pool_.running = true;
   pool_.filler = std::thread([this] { FillWarmPool(); });
   return absl::OkStatus();
 }
@@ -66,31 +65,33 @@ absl::Status SandboxManager::StartWarmPool() {
 void SandboxManager::StopWarmPool() {
   {
     std::unique_lock lock(pool_.mu);
-    if (!pool_.filler.joinable()) return;
+    if (!pool_.running || pool_.stop) return;
     pool_.stop = true;
     pool_.cv.notify_all();
   }
   pool_.filler.join();
-  std::vector<SandboxId> left;
   {
+    // A claim under way finishes first: what it took is its caller's. No claim starts after.
     std::unique_lock lock(pool_.mu);
-    // A claim under way finishes first: what it took is its caller's.
     pool_.cv.wait(lock, [&] { return pool_.claiming.empty(); });
-    left.assign(pool_.ready.begin(), pool_.ready.end());
     pool_.ready.clear();
     if (pool_.ready_gauge != nullptr) pool_.ready_gauge->Set({}, 0);
   }
-  for (const SandboxId& id : left) {
-    absl::StatusOr<store::SandboxRecord> r = store_->GetSandbox(id);
-    if (r.ok() && r->owner == PoolOwner() && !store::IsTerminal(r->state)) {
-      (void)Teardown(*r, kPoolActor, "warm pool stopped");
+  store::SandboxQuery q;
+  q.owner = PoolOwner();
+  q.states = {SandboxState::kRunning, SandboxState::kPaused};
+  q.limit = 1000;
+  absl::StatusOr<store::SandboxPage> page = store_->ListSandboxes(q);
+  if (!page.ok()) {
+    Log().Warn("warm pool: list its sandboxes to stop them",
+               {{"error", std::string(Message(page.status()))}});
+  } else {
+    for (const store::SandboxRecord& r : page->sandboxes) {
+      if (r.node == options_.node) (void)Teardown(r, kPoolActor, "warm pool stopped");
     }
   }
-}
-
-int SandboxManager::WarmPoolReady() {
   std::lock_guard lock(pool_.mu);
-  return static_cast<int>(pool_.ready.size());
+  pool_.running = false;
 }
 
 absl::StatusOr<std::optional<store::CreateResult>> SandboxManager::ClaimWarm(
@@ -100,7 +101,7 @@ absl::StatusOr<std::optional<store::CreateResult>> SandboxManager::ClaimWarm(
     SandboxId id;
     {
       std::lock_guard lock(pool_.mu);
-      if (pool_.stop || !pool_.filler.joinable()) return std::nullopt;
+      if (pool_.stop || !pool_.running) return std::nullopt;
       if (pool_.spec != request.spec) {
         if (pool_.claims != nullptr) pool_.claims->Inc({"other_spec"});
         return std::nullopt;
