@@ -161,6 +161,15 @@ class InterpApiTest : public ::testing::Test {
     return Call(Verb::post, target, body.dump(), key);
   }
 
+  // Polls the session at `base` until its state is `state` (20 s at most).
+  bool StateBecomes(const std::string& base, const std::string& state) {
+    for (int i = 0; i < 400; ++i) {
+      if (Call(Verb::get, base, "", key_a_).body.value("state", "") == state) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+
   // A new interpreter session of key A; returns its id.
   std::string NewSession(const json& body) {
     Reply r = Post("/v1/interpreters", body, key_a_);
@@ -339,12 +348,13 @@ TEST_F(InterpApiTest, DurablePauseSurvivesKillNineAndRestart) {
 }
 
 TEST_F(InterpApiTest, ARunCutByKillNineIsTakenUpAgainFromItsLastState) {
-  std::string id = NewSession({{"limits", {{"wall_time_ms", 1000}, {"exec_time_ms", 1000}}}});
+  std::string id = NewSession({{"limits", {{"wall_time_ms", 3000}, {"exec_time_ms", 3000}}}});
   const std::string base = "/v1/interpreters/" + id;
   std::thread eval([&] { Post(base + "/eval", {{"script", "for (;;) {}"}}, key_a_); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const bool started = StateBecomes(base, "running");
   StopDaemon(SIGKILL);  // mid-run: the record says "running"
   eval.join();
+  ASSERT_TRUE(started) << "the run never started";
   StartDaemon();
   EXPECT_EQ(Call(Verb::get, base, "", key_a_).body["state"], "running");
   Reply busy = Post(base + "/eval", {{"script", "return 7"}}, key_a_);
@@ -398,14 +408,16 @@ TEST_F(InterpApiTest, RunsBeyondTheNodesLimitAreRefusedNotQueued) {
   StopDaemon(SIGTERM);
   daemon_args_ = {"--workers", "4"};  // a quarter of the pool may run scripts: one
   StartDaemon();
-  std::string busy = NewSession({{"limits", {{"exec_time_ms", 1500}}}});
+  std::string busy = NewSession({{"limits", {{"exec_time_ms", 5000}}}});
   std::string other = NewSession(json::object());
   std::thread eval([&] {
     Post("/v1/interpreters/" + busy + "/eval", {{"script", "for (;;) {}"}}, key_a_);
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  // The busy run holds the node's only slot once its session says so.
+  const bool started = StateBecomes("/v1/interpreters/" + busy, "running");
   Reply refused = Post("/v1/interpreters/" + other + "/eval", {{"script", "return 1"}}, key_a_);
   eval.join();
+  ASSERT_TRUE(started) << "the busy run never started";
   EXPECT_EQ(refused.status, 429) << refused.body.dump();
   EXPECT_THAT(refused.body.value("message", ""), HasSubstr("the limit; retry later"));
   // The refused session was not touched: it runs once the node has room.
