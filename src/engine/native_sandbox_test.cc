@@ -233,7 +233,10 @@ TEST_P(NativeSandboxTest, CpuTimeLimit) {
   s.resources.cpu_time_seconds = 1;
   CommandResult r = RunOnce(s, {"sh", "-c", "while :; do :; done"});
   EXPECT_EQ(r.classification, Classification::kCommandTimeout);
-  EXPECT_LT(r.duration_ms, 5000);
+  // Stopped at its second of CPU, however long a busy host took to give it that second.
+  EXPECT_GE(r.usage.cpu_user_ms + r.usage.cpu_system_ms, 1000);
+  EXPECT_LT(r.usage.cpu_user_ms + r.usage.cpu_system_ms, 2500);
+  EXPECT_LT(r.duration_ms, 30000);
 }
 
 TEST_P(NativeSandboxTest, KeepBackgroundLeavesServersRunningBetweenCommands) {
@@ -243,8 +246,15 @@ TEST_P(NativeSandboxTest, KeepBackgroundLeavesServersRunningBetweenCommands) {
                           {.keep_background = true});
   ASSERT_TRUE(r1.ok());
   EXPECT_EQ(r1->stdout_preview, "started\n");
-  auto r2 = sandbox->Exec({.argv = {"sh", "-c", "pgrep -c sleep"}}, {});
-  ASSERT_TRUE(r2.ok());
+  // The background shell may not have exec'd sleep yet (under a supervisor the exec waits on
+  // it): ask until it has, then it must still be there, alone.
+  absl::StatusOr<CommandResult> r2;
+  for (int i = 0; i < 100; ++i) {
+    r2 = sandbox->Exec({.argv = {"sh", "-c", "pgrep -c sleep"}}, {});
+    ASSERT_TRUE(r2.ok());
+    if (r2->stdout_preview != "0\n") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
   EXPECT_EQ(r2->stdout_preview, "1\n");
   DestroyAndCheckGone(std::move(sandbox));
 }
@@ -467,11 +477,16 @@ TEST_F(ConcurrentCommandsTest, PausedSandboxUsesNoCpuAndResumes) {
       (after->cpu_user_us + after->cpu_system_us) - (before->cpu_user_us + before->cpu_system_us);
   EXPECT_LT(used, 20000) << "a paused sandbox used " << used << " us of CPU in 500 ms";
   ASSERT_TRUE(sb->Resume().ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  auto resumed = sb->cgroup().Stats();
-  EXPECT_GT(
-      (resumed->cpu_user_us + resumed->cpu_system_us) - (after->cpu_user_us + after->cpu_system_us),
-      50000);
+  // Resumed, it spins again: 50 ms of CPU soon (within 10 s however busy the host is).
+  int64_t ran = 0;
+  for (int i = 0; i < 200 && ran <= 50000; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    auto resumed = sb->cgroup().Stats();
+    ASSERT_TRUE(resumed.ok());
+    ran = (resumed->cpu_user_us + resumed->cpu_system_us) -
+          (after->cpu_user_us + after->cpu_system_us);
+  }
+  EXPECT_GT(ran, 50000) << "a resumed sandbox did not run";
   (*spin)->Kill();
   EXPECT_TRUE((*spin)->Wait().ok());
   spin->reset();

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <future>
 #include <thread>
 
 #include "common/files.h"
@@ -286,15 +287,22 @@ TEST_F(ShimTest, BackgroundCommandsAttachAndKill) {
   EXPECT_EQ(Call({{"op", "exec"}, {"command", {{"argv", {"true"}}}}})["result"]["classification"],
             "OK");
   EXPECT_EQ(Call({{"op", "command"}, {"command_id", id}})["state"], "running");
+  // The kill goes once the attach has streamed the command's first output.
+  std::promise<void> serving;
   std::thread killer([&] {
-    std::this_thread::sleep_for(milliseconds(300));
+    serving.get_future().wait_for(std::chrono::seconds(20));
     Call({{"op", "kill"}, {"command_id", id}});
   });
   std::string out;
+  bool told = false;
   auto attached = client_->Stream(
       {{"op", "attach"}, {"command_id", id}},
       [&](Frame type, std::string_view p) {
         if (type == Frame::kStdout) out += p;
+        if (!told && out == "serving\n") {
+          told = true;
+          serving.set_value();
+        }
         return true;
       },
       milliseconds(30000));

@@ -77,9 +77,10 @@ pid_t ProcessWithCmdline(const std::vector<std::string>& argv) {
   return 0;
 }
 
-// Polls `probe` for up to 5 s until it returns non-zero; that value, or 0.
+// Polls `probe` for up to 30 s (a sanitizer build's start under load) until it returns non-zero;
+// that value, or 0.
 pid_t WaitFor(const std::function<pid_t()>& probe) {
-  for (int i = 0; i < 500; ++i) {
+  for (int i = 0; i < 3000; ++i) {
     if (pid_t p = probe(); p != 0) return p;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -289,7 +290,6 @@ TEST_F(CliTest, KillingTheSupervisorKillsTheSandbox) {
     SCOPED_TRACE(mode);
     std::string base = fmt::format("airlock-cli-orphan-{}", getpid());
     std::string marker = fmt::format("4242.{}", getpid());
-    std::set<std::string> run_dirs = Entries("/run/airlock");
     pid_t airlock = fork();
     if (airlock == 0) {
       setenv("AIRLOCK_CGROUP_BASE", base.c_str(), 1);
@@ -309,9 +309,12 @@ TEST_F(CliTest, KillingTheSupervisorKillsTheSandbox) {
               }),
               1)
         << "the sandboxed command outlived its supervisor";
-    // What the killed airlock could not clean up: its cgroups and run directory.
-    for (const std::string& dir : Entries("/run/airlock")) {
-      if (!run_dirs.count(dir)) (void)RemoveTree("/run/airlock/" + dir);
+    // What the killed airlock could not clean up: its cgroups and its run directory, named by
+    // the sandbox id as its cgroup is (never another test's, which may run at the same time).
+    for (const std::string& controller : Entries("/sys/fs/cgroup")) {
+      for (const std::string& id : Entries(fmt::format("/sys/fs/cgroup/{}/{}", controller, base))) {
+        if (id.rfind("sb-", 0) == 0) (void)RemoveTree("/run/airlock/" + id);
+      }
     }
     RemoveCgroups(base);
   }
