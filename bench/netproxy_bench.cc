@@ -3,11 +3,15 @@
 //      listeners) and through airlock-forwarder + proxy (the path a sandbox uses);
 //   2. the latency a new connection pays (connect + CONNECT + one request), median of N;
 //   3. 1,000 concurrent tunnels held open: process memory and descriptors per connection.
+// Each download also reports the CPU time all of its threads used per GiB (this process and the
+// forwarder, kernel time included), which says what a path costs whatever the machine's load.
 // Everything runs on 127.0.0.1 in this process (plus the forwarder process). Goals from the
 // issue: throughput >= 80% of direct, added latency <= 0.5 ms median, bounded memory.
 //
 // Usage: netproxy_bench [--bytes N] [--download-rounds N] [--latency-rounds N] [--connections N]
-//                       [--forwarder PATH]
+//                       [--forwarder PATH] [--paths SUBSTRING,...]
+// --paths keeps "direct" and the paths whose names contain one of the substrings (for profiling).
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -17,6 +21,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -76,8 +82,35 @@ UniqueFd Request(const Target& t, uint16_t origin_port, const std::string& path,
   return fd;
 }
 
-double Download(const Target& t, uint16_t origin_port, size_t bytes) {
+double Seconds(const timeval& tv) { return static_cast<double>(tv.tv_sec) + tv.tv_usec / 1e6; }
+
+// CPU seconds used so far by this process (client, origin and proxy threads, and the softirq work
+// the kernel charges to them) plus the forwarder process.
+double CpuSeconds(pid_t forwarder) {
+  rusage self{};
+  ::getrusage(RUSAGE_SELF, &self);
+  double cpu = Seconds(self.ru_utime) + Seconds(self.ru_stime);
+  std::ifstream stat(fmt::format("/proc/{}/stat", forwarder));
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  // Fields 14 and 15 (utime, stime) follow the ")" that ends the command name.
+  size_t close = text.rfind(')');
+  if (close == std::string::npos) return cpu;
+  std::istringstream rest(text.substr(close + 2));
+  std::string field;
+  for (int i = 3; i <= 13; ++i) rest >> field;
+  double utime = 0, stime = 0;
+  rest >> utime >> stime;
+  return cpu + (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+struct DownloadResult {
+  double mib_per_s;
+  double cpu_s_per_gib;  // all threads of the path, wherever they ran
+};
+
+DownloadResult Download(const Target& t, uint16_t origin_port, size_t bytes, pid_t forwarder) {
   size_t got = 0;
+  double cpu0 = CpuSeconds(forwarder);
   auto start = Clock::now();
   UniqueFd fd = Request(t, origin_port, fmt::format("/bytes/{}", bytes), &got);
   static std::vector<char> buf(1 << 20);
@@ -91,7 +124,9 @@ double Download(const Target& t, uint16_t origin_port, size_t bytes) {
     std::fprintf(stderr, "%s: short download %zu of %zu\n", t.name.c_str(), got, bytes);
     std::exit(1);
   }
-  return static_cast<double>(bytes) / secs / (1 << 20);
+  double cpu = CpuSeconds(forwarder) - cpu0;
+  return {static_cast<double>(bytes) / secs / (1 << 20),
+          cpu / (static_cast<double>(bytes) / (1 << 30))};
 }
 
 double ConnectMs(const Target& t, uint16_t origin_port) {
@@ -162,6 +197,7 @@ int main(int argc, char** argv) {
   int download_rounds = 5;
   int connections = 1000;
   std::string forwarder = AIRLOCK_FORWARDER_PATH;
+  std::string paths;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
     if (flag == "--bytes") bytes = std::stoull(argv[i + 1]);
@@ -169,6 +205,7 @@ int main(int argc, char** argv) {
     if (flag == "--download-rounds") download_rounds = std::atoi(argv[i + 1]);
     if (flag == "--connections") connections = std::atoi(argv[i + 1]);
     if (flag == "--forwarder") forwarder = argv[i + 1];
+    if (flag == "--paths") paths = argv[i + 1];
   }
 
   auto origin = *TestServer::Start({TestServer::Kind::kHttp, "127.0.0.1", 0, "", "origin", ""});
@@ -202,6 +239,19 @@ int main(int argc, char** argv) {
       {"forwarder + proxy CONNECT", "127.0.0.1", fwd_port, "", true, false},
       {"forwarder + proxy plain HTTP", "127.0.0.1", fwd_port, "", false, true},
   };
+  if (!paths.empty()) {
+    std::vector<Target> kept = {targets[0]};
+    for (size_t i = 1; i < targets.size(); ++i) {
+      std::istringstream list(paths);
+      for (std::string want; std::getline(list, want, ',');) {
+        if (!want.empty() && targets[i].name.find(want) != std::string::npos) {
+          kept.push_back(targets[i]);
+          break;
+        }
+      }
+    }
+    targets = std::move(kept);
+  }
 
   std::printf("egress proxy benchmark (1 proxy I/O thread, %ld cores)\n\n",
               sysconf(_SC_NPROCESSORS_ONLN));
@@ -209,22 +259,23 @@ int main(int argc, char** argv) {
   // them alike; each path's share is the median of its per-round ratios to that round's direct.
   std::printf(
       "1. download of %zu MiB, %d interleaved rounds (median MiB/s, median share of "
-      "direct)\n",
+      "direct, median CPU seconds per GiB of all the path's threads)\n",
       bytes >> 20, download_rounds);
-  std::vector<std::vector<double>> mbs(targets.size()), share(targets.size());
+  std::vector<std::vector<double>> mbs(targets.size()), share(targets.size()), cpu(targets.size());
   for (int r = 0; r < download_rounds; ++r) {
     double direct = 0;
     for (size_t i = 0; i < targets.size(); ++i) {
-      double v = Download(targets[i], origin->port(), bytes);
-      if (i == 0) direct = v;
-      mbs[i].push_back(v);
-      share[i].push_back(v / direct * 100);
+      DownloadResult v = Download(targets[i], origin->port(), bytes, fwd.pid());
+      if (i == 0) direct = v.mib_per_s;
+      mbs[i].push_back(v.mib_per_s);
+      share[i].push_back(v.mib_per_s / direct * 100);
+      cpu[i].push_back(v.cpu_s_per_gib);
     }
   }
   for (size_t i = 0; i < targets.size(); ++i) {
     double pct = Median(share[i]);
-    std::printf("   %-32s %8.0f MiB/s  %5.1f%%  %s\n", targets[i].name.c_str(), Median(mbs[i]), pct,
-                i == 0 ? "" : Verdict(pct >= 80));
+    std::printf("   %-32s %8.0f MiB/s  %5.1f%%  %5.2f CPU s/GiB  %s\n", targets[i].name.c_str(),
+                Median(mbs[i]), pct, Median(cpu[i]), i == 0 ? "" : Verdict(pct >= 80));
   }
 
   std::printf(

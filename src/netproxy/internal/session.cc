@@ -37,6 +37,7 @@ auto Ec(error_code& ec) { return asio::redirect_error(asio::use_awaitable, ec); 
 std::string_view View(beast::string_view s) { return {s.data(), s.size()}; }
 
 constexpr uint64_t kNoBodyLimit = std::numeric_limits<uint64_t>::max();
+constexpr uint64_t kUntilEof = std::numeric_limits<uint64_t>::max();
 constexpr size_t kMaxEventHost = 255;
 
 IpAddress FromAsio(const asio::ip::address& a) {
@@ -388,12 +389,12 @@ asio::awaitable<bool> Session::OpenUpstream(const Policy& policy, const HostName
   co_return false;
 }
 
-asio::awaitable<void> Session::Tunnel() {
-  // Zero-copy through a pipe per direction; without descriptors for the pipes, copy through
-  // user-space buffers instead.
+bool Session::EnsurePipes() {
+  if (pipes_tried_) return use_splice_;
+  pipes_tried_ = true;
   for (Pipe* p : {&up_pipe_, &down_pipe_}) {
     int fds[2];
-    if (::pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0) break;
+    if (::pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0) return false;
     p->r.Reset(fds[0]);
     p->w.Reset(fds[1]);
     // A bigger pipe moves more per splice call; when the kernel refuses (pipe-user-pages
@@ -402,17 +403,18 @@ asio::awaitable<void> Session::Tunnel() {
     if (size < 0) size = ::fcntl(fds[1], F_GETPIPE_SZ);
     p->capacity = size > 0 ? static_cast<size_t>(size) : 4096;
   }
-  use_splice_ = up_pipe_.w.valid() && down_pipe_.w.valid();
-  error_code ec;
-  if (use_splice_) {
-    client_.native_non_blocking(true, ec);
-    upstream_->native_non_blocking(true, ec);
-    use_splice_ = !ec;
-  }
-  if (!use_splice_) {
+  use_splice_ = true;
+  return true;
+}
+
+asio::awaitable<void> Session::Tunnel() {
+  // Zero-copy through a pipe per direction; without descriptors for the pipes, copy through
+  // user-space buffers instead.
+  if (!EnsurePipes()) {
     up_buffer_ = std::make_unique_for_overwrite<char[]>(config_.options.buffer_bytes);
     down_buffer_ = std::make_unique_for_overwrite<char[]>(config_.options.buffer_bytes);
   }
+  error_code ec;
   auto self = shared_from_this();
   asio::co_spawn(
       strand_,
@@ -462,26 +464,34 @@ asio::awaitable<error_code> Session::CopyLoop(bool upstream_to_client) {
   }
 }
 
-asio::awaitable<error_code> Session::SpliceLoop(bool upstream_to_client) {
+asio::awaitable<error_code> Session::SpliceLoop(bool upstream_to_client, uint64_t limit) {
   const int src = upstream_to_client ? upstream_->native_handle() : client_.native_handle();
   const int dst = upstream_to_client ? client_.native_handle() : upstream_->native_handle();
   const Pipe& pipe = upstream_to_client ? down_pipe_ : up_pipe_;
+  // splice(2) on a socket blocks unless the socket itself is non-blocking (the upstream socket
+  // of a plain-HTTP session changes with the host).
+  error_code ec;
+  client_.native_non_blocking(true, ec);
+  if (!ec) upstream_->native_non_blocking(true, ec);
+  if (ec) co_return ec;
   // At most what an empty pipe holds, so that the read never meets a full pipe and EAGAIN always
-  // means "source empty".
-  const size_t chunk = pipe.capacity;
+  // means "source empty"; and never past a body's last byte: what follows on the connection is
+  // the next message, which the parser must see.
   constexpr unsigned kFlags = SPLICE_F_NONBLOCK | SPLICE_F_MOVE;
   auto errno_code = [] { return error_code(errno, boost::system::system_category()); };
-  while (true) {
+  while (limit > 0) {
+    const size_t chunk = static_cast<size_t>(std::min<uint64_t>(limit, pipe.capacity));
     ssize_t in = ::splice(src, nullptr, pipe.w.get(), nullptr, chunk, kFlags);
     if (in == 0) co_return asio::error::eof;
     if (in < 0) {
       if (errno == EINTR) continue;
       if (errno != EAGAIN) co_return errno_code();
-      error_code ec = co_await WaitOn(upstream_to_client, asio::socket_base::wait_read);
+      ec = co_await WaitOn(upstream_to_client, asio::socket_base::wait_read);
       if (ec) co_return ec;
       continue;
     }
     size_t pending = static_cast<size_t>(in);
+    if (limit != kUntilEof) limit -= pending;
     while (pending > 0) {
       ssize_t out = ::splice(pipe.r.get(), nullptr, dst, nullptr, pending, kFlags);
       if (out > 0) {
@@ -491,17 +501,18 @@ asio::awaitable<error_code> Session::SpliceLoop(bool upstream_to_client) {
       }
       if (out < 0 && errno == EINTR) continue;
       if (out < 0 && errno != EAGAIN) co_return errno_code();
-      error_code ec = co_await WaitOn(!upstream_to_client, asio::socket_base::wait_write);
+      ec = co_await WaitOn(!upstream_to_client, asio::socket_base::wait_write);
       if (ec) co_return ec;
     }
     Touch(config_.options.idle_timeout, "idle-timeout");
   }
+  co_return error_code();
 }
 
 asio::awaitable<void> Session::Pump(bool upstream_to_client) {
   error_code ec;
   if (use_splice_) {
-    ec = co_await SpliceLoop(upstream_to_client);
+    ec = co_await SpliceLoop(upstream_to_client, kUntilEof);
   } else {
     ec = co_await CopyLoop(upstream_to_client);
   }
@@ -578,6 +589,8 @@ asio::awaitable<error_code> Session::RelayFixed(In& in, beast::flat_buffer& in_b
     left -= buffered;
     Count(upstream_to_client, buffered);
   }
+  // The rest of the body goes socket -> pipe -> socket when pipes can be had.
+  if (left > 0 && EnsurePipes()) co_return co_await SpliceLoop(upstream_to_client, left);
   std::unique_ptr<char[]>& storage = upstream_to_client ? down_buffer_ : up_buffer_;
   if (!storage && left > 0) {
     storage = std::make_unique_for_overwrite<char[]>(config_.options.buffer_bytes);

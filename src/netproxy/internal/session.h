@@ -56,7 +56,12 @@ class Session : public std::enable_shared_from_this<Session> {
   asio::awaitable<void> Tunnel();
   // One direction of a tunnel until EOF (half-closing the other side) or an error (closing both).
   asio::awaitable<void> Pump(bool upstream_to_client);
-  asio::awaitable<boost::system::error_code> SpliceLoop(bool upstream_to_client);
+  // Creates the two pipes, once per session; false when that failed (bytes are then copied
+  // through user-space buffers).
+  bool EnsurePipes();
+  // Splices one direction until `limit` bytes have moved (success) or, with the maximum
+  // uint64_t, until EOF (asio::error::eof). EOF before `limit` is asio::error::eof too.
+  asio::awaitable<boost::system::error_code> SpliceLoop(bool upstream_to_client, uint64_t limit);
   asio::awaitable<boost::system::error_code> CopyLoop(bool upstream_to_client);
   asio::awaitable<boost::system::error_code> WaitOn(bool upstream,
                                                     asio::socket_base::wait_type what);
@@ -96,10 +101,11 @@ class Session : public std::enable_shared_from_this<Session> {
     UniqueFd w;
     size_t capacity = 0;
   };
-  // Tunnels splice through a pipe per direction; the buffers serve plain-HTTP bodies and, when
-  // pipes cannot be had, tunnels.
+  // Tunnels and Content-Length bodies splice through a pipe per direction; the buffers serve
+  // chunked and EOF-framed bodies and, when pipes cannot be had, everything.
   Pipe up_pipe_;    // sandbox -> upstream
   Pipe down_pipe_;  // upstream -> sandbox
+  bool pipes_tried_ = false;
   bool use_splice_ = false;
   std::unique_ptr<char[]> up_buffer_;    // sandbox -> upstream
   std::unique_ptr<char[]> down_buffer_;  // upstream -> sandbox

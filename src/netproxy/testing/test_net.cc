@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <thread>
+#include <vector>
 
 #include "common/ids.h"
 #include "common/status.h"
@@ -261,6 +262,41 @@ std::string ReadUntil(int fd, std::string_view stop, size_t max) {
     if (n <= 0) break;
     out.append(buf, static_cast<size_t>(n));
   }
+  return out;
+}
+
+std::string PatternBytes(size_t n, uint32_t seed) {
+  std::string out(n, '\0');
+  uint32_t x = seed | 1;
+  for (char& c : out) {
+    // xorshift32
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    c = static_cast<char>(x >> 24);
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> SendHalfCloseAndReadAll(int fd, std::string_view data) {
+  absl::Status sent;
+  std::thread sender([&] {
+    sent = SendAll(fd, data);
+    if (sent.ok() && ::shutdown(fd, SHUT_WR) != 0) sent = ErrnoStatus(errno, "shutdown");
+  });
+  std::string out;
+  std::vector<char> buf(1 << 16);
+  absl::Status received;
+  while (true) {
+    ssize_t n = ::recv(fd, buf.data(), buf.size(), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) received = ErrnoStatus(errno, fmt::format("recv after {} bytes", out.size()));
+    if (n <= 0) break;
+    out.append(buf.data(), static_cast<size_t>(n));
+  }
+  sender.join();
+  RETURN_IF_ERROR(sent);
+  RETURN_IF_ERROR(received);
   return out;
 }
 

@@ -99,6 +99,15 @@ absl::Status SendAll(int fd, std::string_view data);
 // Reads until `stop` appears in what was read (or EOF/timeout when stop is empty).
 std::string ReadUntil(int fd, std::string_view stop = {}, size_t max = 1 << 20);
 
+// `n` bytes of a pseudo-random pattern (the same for the same seed): a reordered, lost or
+// repeated stretch shows in a comparison, which a run of one byte would hide.
+std::string PatternBytes(size_t n, uint32_t seed);
+
+// Sends `data` on `fd` from a second thread and then half-closes it (SHUT_WR), while this thread
+// reads until EOF, so that a peer that echoes cannot deadlock on full buffers. Returns what was
+// read, or the send or receive error (a receive timeout included).
+absl::StatusOr<std::string> SendHalfCloseAndReadAll(int fd, std::string_view data);
+
 }  // namespace airlock::netproxy::testing
 
 #endif  // AIRLOCK_NETPROXY_TESTING_TEST_NET_H_

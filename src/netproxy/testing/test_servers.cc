@@ -125,7 +125,9 @@ class TestServer::Impl {
       int status = 200;
       uint64_t stream_bytes = 0;
       std::string type = "text/plain";
-      if (req.method() == http::verb::post || req.method() == http::verb::put) {
+      if (req.method() == http::verb::post && target == "/echo") {
+        body = req.body();
+      } else if (req.method() == http::verb::post || req.method() == http::verb::put) {
         body = fmt::format("got {} bytes\n", req.body().size());
       } else if (target == "/hello") {
         body = fmt::format("hello from {}\n", options_.name);

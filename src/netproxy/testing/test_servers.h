@@ -19,6 +19,7 @@ class TestServer {
     //   GET /hello        "hello from <name>\n"
     //   GET /bytes/<n>    n bytes, streamed
     //   GET /headers      the request head as received
+    //   POST /echo        the request body, with its Content-Length
     //   POST|PUT <any>    "got <n> bytes\n" after reading the body
     //   GET <path>        the file static_root + path (its "index" for a directory), else 404
     kHttp,
