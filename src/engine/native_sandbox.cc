@@ -26,6 +26,7 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "engine/host_probe.h"
+#include "engine/internal/command_cgroups.h"
 #include "engine/internal/plan.h"
 #include "engine/internal/plan_builder.h"
 #include "engine/internal/sandbox_common.h"
@@ -231,11 +232,10 @@ absl::Status NativeSandbox::Launch(Setup& setup) {
   }
   timings_.clone = Since(t0);
 
-  // While the child builds its mount tree, make the first command's cgroup (Exec would
-  // otherwise do it on its own critical path). A failure here is reported by Exec, which
-  // tries again.
-  next_cgroup_number_ = next_command_++;
-  if (auto cg = NewCommandCgroup(next_cgroup_number_); cg.ok()) next_cgroup_ = *std::move(cg);
+  // Its thread makes the first command's cgroup while the child builds its mount tree (a
+  // failure there is reported by the first Start, which tries again).
+  command_cgroups_ = std::make_unique<internal::CommandCgroups>(
+      [this](int number) { return NewCommandCgroup(number); }, [this] { return next_command_++; });
 
   auto t1 = Clock::now();
   internal::ChildError err{};
@@ -419,8 +419,12 @@ absl::StatusOr<pid_t> NativeSandbox::Spawn(
 }
 
 absl::StatusOr<std::unique_ptr<Cgroup>> NativeSandbox::NewCommandCgroup(int number) {
-  ASSIGN_OR_RETURN(std::unique_ptr<Cgroup> cg, cgroup_->CreateChild(fmt::format("cmd-{}", number)),
-                   "create command cgroup");
+  absl::StatusOr<std::unique_ptr<Cgroup>> made;
+  {
+    std::lock_guard lock(cgroup_mu_);
+    made = cgroup_->CreateChild(fmt::format("cmd-{}", number));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<Cgroup> cg, std::move(made), "create command cgroup");
   // The command's own limits equal the sandbox's, so an OOM kill or a refused fork is counted
   // in the command's cgroup, where we read it.
   const spec::SandboxSpec& s = options_.spec;
@@ -598,18 +602,9 @@ absl::StatusOr<std::unique_ptr<RunningCommand>> NativeSandbox::Start(const Comma
   }
   st->result.command_id = options.command_id.empty() ? CommandId::New() : options.command_id;
   st->result.degraded = degraded_;
-  int number = 0;
-  {
-    // The first command takes the cgroup made while the sandbox started.
-    std::lock_guard lock(cgroup_mu_);
-    if (next_cgroup_) {
-      st->cg = std::move(next_cgroup_);
-      number = next_cgroup_number_;
-    } else {
-      number = next_command_++;
-      ASSIGN_OR_RETURN(st->cg, NewCommandCgroup(number));
-    }
-  }
+  ASSIGN_OR_RETURN(internal::CommandCgroups::Numbered taken, command_cgroups_->Take());
+  const int number = taken.number;
+  st->cg = std::move(taken.cgroup);
   auto destroy_cgroup = [&] { (void)st->DestroyCgroup(); };
 
   int out[2], err[2], in[2] = {-1, -1};  // NOLINT
@@ -648,13 +643,17 @@ absl::StatusOr<std::unique_ptr<RunningCommand>> NativeSandbox::Start(const Comma
   ::fcntl(st->err_r.get(), F_SETFL, O_NONBLOCK);
 
   // Output goes to a private file first; the kept log is written redacted when the command ends.
+  // The file is made with the first byte of output: a quiet command makes none (a file's
+  // creation and removal on the run directory's file system was a large share of its cost).
   st->raw_path = fmt::format("{}/{}.raw", run_dir_, st->result.command_id.value());
-  st->raw.Reset(::open(st->raw_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-  if (!st->raw) {
-    destroy_cgroup();
-    return ErrnoStatus(errno, fmt::format("create {}", st->raw_path));
-  }
-  st->capture.emplace(st->raw.get(), s.resources.max_log_bytes);
+  st->capture.emplace(
+      [state = st.get()]() -> absl::StatusOr<int> {
+        state->raw.Reset(
+            ::open(state->raw_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+        if (!state->raw) return ErrnoStatus(errno, fmt::format("create {}", state->raw_path));
+        return state->raw.get();
+      },
+      s.resources.max_log_bytes);
 
   init::SpawnRequest req;
   req.id = static_cast<uint64_t>(number);
@@ -851,10 +850,13 @@ absl::StatusOr<CommandResult> RunningCommand::Wait() {
   }
   if (st.sup) sb.FinishSupervisor(std::move(st.sup), !st.options.keep_background, result);
   ASSIGN_OR_RETURN(CgroupStats stats, st.cg->Stats(), "read command usage");
+  // The emptied cgroup goes after the result is handed back (its rmdir in every hierarchy is
+  // not the caller's wait); one that keeps background processes stays until the sandbox goes.
   if (!st.options.keep_background) {
-    if (absl::Status d = st.DestroyCgroup(); !d.ok()) {
-      Log().Warn("remove command cgroup", {{"sandbox", sb.id_.value()}, {"error", Message(d)}});
-    }
+    sb.command_cgroups_->Remove([cg = st.cg, mu = st.cg_mu] {
+      std::lock_guard lock(*mu);
+      return cg->Destroy();
+    });
   }
   FillResult(stats, capture, output_killed, cpu_exceeded, result);
   if (setup_stage != init::SetupStage::kNone && setup_stage != init::SetupStage::kExec) {
@@ -957,10 +959,6 @@ absl::Status NativeSandbox::Destroy() {
     if (options_.egress.blocked != nullptr) options_.egress.blocked->Forget(id_);
     egress_active_ = false;
   }
-  if (next_cgroup_) {
-    status.Update(Annotate(next_cgroup_->Destroy(), "remove unused command cgroup"));
-    next_cgroup_.reset();
-  }
   // Only host-side files: mount points (whose mounts live in the sandbox's mount namespace),
   // generated output, sockets.
   if (!run_dir_.empty()) status.Update(Annotate(RemoveTree(run_dir_), "remove run directory"));
@@ -971,6 +969,10 @@ absl::Status NativeSandbox::Destroy() {
     init_pid_ = -1;
   }
   init_pidfd_.Reset();
+  if (command_cgroups_) {
+    status.Update(command_cgroups_->Stop());
+    command_cgroups_.reset();
+  }
   {
     std::lock_guard lock(supervisors_mu_);
     lingering_supervisors_.clear();  // their processes died with the sandbox

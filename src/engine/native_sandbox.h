@@ -126,6 +126,9 @@ struct Timings {
 };
 
 class NativeSandbox;
+namespace internal {
+class CommandCgroups;
+}
 
 // A file as seen inside the sandbox.
 struct FileInfo {
@@ -295,12 +298,11 @@ class NativeSandbox {
   std::string run_dir_;
   std::string log_dir_;
   std::vector<std::string> degraded_;
-  std::mutex cgroup_mu_;  // cgroup_ is shared by concurrent Start/Pause/Resume
+  std::mutex cgroup_mu_;  // cgroup_ is shared by Pause/Resume and the command cgroups' thread
   std::unique_ptr<Cgroup> cgroup_;
   std::unique_ptr<Cgroup> init_cgroup_;  // v2 only (v1 keeps init in cgroup_)
-  // Made while the sandbox starts, for the first command (under cgroup_mu_).
-  std::unique_ptr<Cgroup> next_cgroup_;
-  int next_cgroup_number_ = 0;
+  // Commands' cgroups, made ahead of time and removed after the result, on their own thread.
+  std::unique_ptr<internal::CommandCgroups> command_cgroups_;
   std::atomic<bool> paused_{false};
   std::string seccomp_filter_;
   std::shared_ptr<const supervisor::SyscallPolicy> syscall_policy_;
