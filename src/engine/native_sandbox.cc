@@ -164,6 +164,12 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
   RETURN_IF_ERROR(sb->Launch(setup), fmt::format("start sandbox {}", sb->id_.value()));
   RETURN_IF_ERROR(sb->WaitReady(milliseconds(10000)),
                   fmt::format("start sandbox {}", sb->id_.value()));
+  // A notify supervisor's listener must be installed before the profile (which refuses new
+  // listeners): its commands load the profile themselves, after the handshake.
+  if (sb->syscall_policy_->mode() != spec::SupervisorMode::kNotify) {
+    RETURN_IF_ERROR(sb->FilterInit(milliseconds(10000)),
+                    fmt::format("start sandbox {}", sb->id_.value()));
+  }
   sb->control_reader_ = std::thread([raw = sb.get()] { raw->ReadControl(); });
   if (sb->egress_active_) {
     RETURN_IF_ERROR(sb->StartForwarder(), fmt::format("start sandbox {}", sb->id_.value()));
@@ -256,25 +262,56 @@ absl::Status NativeSandbox::Launch(Setup& setup) {
   return ErrnoStatus(err.err, fmt::format("setup step \"{}\"", where));
 }
 
-absl::Status NativeSandbox::WaitReady(milliseconds timeout) {
-  auto t0 = Clock::now();
-  struct pollfd p = {control_.get(), POLLIN, 0};
+namespace {
+
+// The payload of the next message from airlock-init, which must be of type `want` and come
+// within `timeout` (before the control reader runs).
+absl::StatusOr<std::string> ReceiveFromInit(int control, init::MessageType want,
+                                            milliseconds timeout) {
+  struct pollfd p = {control, POLLIN, 0};
   int rc;
   do {
     rc = ::poll(&p, 1, static_cast<int>(timeout.count()));
   } while (rc < 0 && errno == EINTR);
-  if (rc == 0) return absl::DeadlineExceededError("airlock-init did not report ready in time");
+  if (rc == 0) return absl::DeadlineExceededError("airlock-init did not answer in time");
   init::MessageType type;
   std::string payload;
-  int err = init::ReceiveMessage(control_.get(), &type, &payload);
-  if (err != 0 || type != init::MessageType::kReady) {
-    return Internal(fmt::format("airlock-init did not start (status {})", err));
+  int err = init::ReceiveMessage(control, &type, &payload);
+  if (err != 0 || type != want) {
+    return Internal(fmt::format("airlock-init ended or answered out of turn (status {})", err));
   }
+  return payload;
+}
+
+}  // namespace
+
+absl::Status NativeSandbox::WaitReady(milliseconds timeout) {
+  auto t0 = Clock::now();
+  ASSIGN_OR_RETURN(std::string payload,
+                   ReceiveFromInit(control_.get(), init::MessageType::kReady, timeout),
+                   "wait for airlock-init");
   init::Reader r(payload);
   if (r.U32() != init::kProtocolVersion || !r.done()) {
     return FailedPrecondition("airlock-init speaks another protocol version; rebuild the tools");
   }
   timings_.init_ready = Since(t0);
+  return absl::OkStatus();
+}
+
+absl::Status NativeSandbox::FilterInit(milliseconds timeout) {
+  init::Writer w;
+  w.Bytes(seccomp_filter_);
+  if (int e = init::SendMessage(control_.get(), init::MessageType::kFilterSelf, w.data()); e != 0) {
+    return ErrnoStatus(e, "send the seccomp filter to airlock-init");
+  }
+  ASSIGN_OR_RETURN(std::string payload,
+                   ReceiveFromInit(control_.get(), init::MessageType::kFilteredSelf, timeout),
+                   "seccomp filter on airlock-init");
+  init::Reader r(payload);
+  int32_t filter_err = r.I32();
+  if (!r.done()) return Internal("seccomp filter on airlock-init: malformed answer");
+  if (filter_err != 0) return ErrnoStatus(filter_err, "seccomp filter on airlock-init");
+  init_filtered_ = true;
   return absl::OkStatus();
 }
 
@@ -300,7 +337,7 @@ absl::Status NativeSandbox::StartForwarder() {
               "1"};
   req.cwd = "/";
   req.rlimits = CommandRlimits(options_.spec);
-  req.seccomp_filter = seccomp_filter_;
+  req.seccomp_filter = init_filtered_ ? std::string() : seccomp_filter_;
   ASSIGN_OR_RETURN(forwarder_pid_, Spawn(req, stdio, *cg), "start airlock-forwarder");
   struct pollfd p = {ready_r.get(), POLLIN, 0};
   char buf[16] = {};
@@ -661,7 +698,7 @@ absl::StatusOr<std::unique_ptr<RunningCommand>> NativeSandbox::Start(const Comma
   req.env = CommandEnv(s, command, egress_active_ ? options_.egress.port : 0);
   req.cwd = command.workdir.empty() ? s.workdir : command.workdir;
   req.rlimits = CommandRlimits(s);
-  req.seccomp_filter = seccomp_filter_;
+  req.seccomp_filter = init_filtered_ ? std::string() : seccomp_filter_;
   req.policy_filter = syscall_policy_->filter();
   req.policy_listener = syscall_policy_->mode() == spec::SupervisorMode::kNotify
                             ? init::PolicyListener::kNotify

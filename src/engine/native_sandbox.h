@@ -265,6 +265,9 @@ class NativeSandbox {
   NativeSandbox() = default;
   absl::Status Launch(Setup& setup);
   absl::Status WaitReady(std::chrono::milliseconds timeout);
+  // Has airlock-init put the profile filter on itself, so that commands inherit it instead of
+  // loading it each (init/protocol.h, kFilterSelf). Before the control reader starts.
+  absl::Status FilterInit(std::chrono::milliseconds timeout);
   absl::Status StartForwarder();
   // Has airlock-init start a process in `cgroup`; its pid in the sandbox. With `exit_slot`, the
   // process's end is reported there. `before_start`, when set, gets the new process (pidfd,
@@ -305,6 +308,8 @@ class NativeSandbox {
   std::unique_ptr<internal::CommandCgroups> command_cgroups_;
   std::atomic<bool> paused_{false};
   std::string seccomp_filter_;
+  // airlock-init carries seccomp_filter_ itself: spawn requests leave it out.
+  bool init_filtered_ = false;
   std::shared_ptr<const supervisor::SyscallPolicy> syscall_policy_;
   std::mutex supervisors_mu_;  // lingering_supervisors_ (commands finish concurrently)
   std::vector<std::unique_ptr<supervisor::Supervisor>> lingering_supervisors_;

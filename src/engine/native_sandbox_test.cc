@@ -592,6 +592,38 @@ namespace {
 // each command still has a fresh cgroup of its own, so what it reports is its own.
 class CommandCgroupTest : public testing::SandboxTest {};
 
+// airlock-init carries the seccomp profile itself and every command inherits it (instead of
+// loading and compiling it per command): a command, and a file worker, must each still run under
+// exactly that one filter, in strict mode, from their first instruction.
+TEST_F(CommandCgroupTest, CommandsAndFileWorkersInheritExactlyTheProfileFilter) {
+  auto sb = Create(TestSpec());
+  ASSERT_NE(sb, nullptr);
+  auto r = sb->Exec(
+      {.argv = {"sh", "-c", "grep -E '^Seccomp(_filters)?:' /proc/self/status /proc/1/status"}},
+      {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->stdout_preview,
+            "/proc/self/status:Seccomp:\t2\n/proc/self/status:Seccomp_filters:\t1\n"
+            "/proc/1/status:Seccomp:\t2\n/proc/1/status:Seccomp_filters:\t1\n")
+      << r->stderr_preview;
+  // The attack the profile exists for, from a command: a new user namespace. Refused.
+  auto ns = sb->Exec({.argv = {"unshare", "--user", "true"}}, {});
+  ASSERT_TRUE(ns.ok()) << ns.status();
+  EXPECT_EQ(ns->exit_code, 1);
+  EXPECT_NE(ns->stderr_preview.find("unshare failed: Operation not permitted"), std::string::npos)
+      << ns->stderr_preview;
+  // File operations run in a worker forked by airlock-init, now under the filter too.
+  auto w = sb->WriteFileInto("/sandbox/tmp/f", 0644, 1 << 20, false);
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_EQ(::write((*w)->fd(), "x", 1), 1);
+  EXPECT_TRUE((*w)->Finish().ok());
+  w->reset();
+  auto read = sb->Exec({.argv = {"cat", "/sandbox/tmp/f"}}, {});
+  ASSERT_TRUE(read.ok());
+  EXPECT_EQ(read->stdout_preview, "x");
+  DestroyAndCheckGone(std::move(sb));
+}
+
 TEST_F(CommandCgroupTest, EachCommandReportsItsOwnUsage) {
   auto sb = Create(TestSpec());
   ASSERT_NE(sb, nullptr);
