@@ -338,7 +338,9 @@ absl::Status NativeSandbox::StartForwarder() {
   req.cwd = "/";
   req.rlimits = CommandRlimits(options_.spec);
   req.seccomp_filter = init_filtered_ ? std::string() : seccomp_filter_;
-  ASSIGN_OR_RETURN(forwarder_pid_, Spawn(req, stdio, *cg), "start airlock-forwarder");
+  ASSIGN_OR_RETURN(Cgroup::Entry entry, cg->OpenEntry(), "open forwarder cgroup");
+  ASSIGN_OR_RETURN(forwarder_pid_, Spawn(req, stdio, *cg, std::move(entry)),
+                   "start airlock-forwarder");
   struct pollfd p = {ready_r.get(), POLLIN, 0};
   char buf[16] = {};
   if (::poll(&p, 1, 5000) != 1 || ::read(ready_r.get(), buf, sizeof(buf) - 1) <= 0 ||
@@ -363,14 +365,13 @@ absl::Status NativeSandbox::UpdateNetworkPolicy(const spec::Network& network,
 }
 
 absl::StatusOr<pid_t> NativeSandbox::Spawn(
-    const init::SpawnRequest& request, UniqueFd (&stdio)[3], Cgroup& cgroup,
+    const init::SpawnRequest& request, UniqueFd (&stdio)[3], Cgroup& cgroup, Cgroup::Entry entry,
     std::shared_ptr<ExitSlot> exit_slot,
     const std::function<absl::Status(int pidfd, pid_t host_pid)>& before_start) {
   // On cgroup v1 the process moves itself into its cgroup: a migration from here would take the
   // kernel's global cgroup lock, whose first use waits for an RCU grace period. On v2 (where
   // airlock-init, confined to its own cgroup namespace, may not clone into a sibling) we move it
   // before it starts.
-  ASSIGN_OR_RETURN(Cgroup::Entry entry, cgroup.OpenEntry(), "open cgroup");
   const bool self_join = entry.mode == Cgroup::Entry::Mode::kWriteSelf;
   init::SpawnRequest req = request;
   req.cgroup_join = self_join ? init::CgroupJoin::kWriteSelf : init::CgroupJoin::kNone;
@@ -639,6 +640,7 @@ absl::StatusOr<std::unique_ptr<RunningCommand>> NativeSandbox::Start(const Comma
   }
   st->result.command_id = options.command_id.empty() ? CommandId::New() : options.command_id;
   st->result.degraded = degraded_;
+  // Comes with its entry descriptors already open (v1: one `tasks` file per hierarchy).
   ASSIGN_OR_RETURN(internal::CommandCgroups::Numbered taken, command_cgroups_->Take());
   const int number = taken.number;
   st->cg = std::move(taken.cgroup);
@@ -722,7 +724,7 @@ absl::StatusOr<std::unique_ptr<RunningCommand>> NativeSandbox::Start(const Comma
   if (st->sup) {
     attach = [&st](int pidfd, pid_t pid) { return st->sup->Attach({.pidfd = pidfd, .pid = pid}); };
   }
-  absl::StatusOr<pid_t> pid = Spawn(req, stdio, *st->cg, exit_slot, attach);
+  absl::StatusOr<pid_t> pid = Spawn(req, stdio, *st->cg, std::move(taken.entry), exit_slot, attach);
   if (!pid.ok()) {
     (void)st->KillTree();  // a process that was not started may be waiting for its start
     st->sup.reset();

@@ -269,13 +269,14 @@ class NativeSandbox {
   // loading it each (init/protocol.h, kFilterSelf). Before the control reader starts.
   absl::Status FilterInit(std::chrono::milliseconds timeout);
   absl::Status StartForwarder();
-  // Has airlock-init start a process in `cgroup`; its pid in the sandbox. With `exit_slot`, the
+  // Has airlock-init start a process in `cgroup`, entered through `entry` (cgroup.OpenEntry(),
+  // which may have been opened ahead of time); its pid in the sandbox. With `exit_slot`, the
   // process's end is reported there. `before_start`, when set, gets the new process (pidfd,
   // host pid) before it runs: the hook where a syscall supervisor takes it over. On v1 without
   // `before_start` the process joins its cgroup by itself and runs at once; otherwise it waits
   // until we have placed it (v2) and called the hook.
   absl::StatusOr<pid_t> Spawn(
-      const init::SpawnRequest& request, UniqueFd (&stdio)[3], Cgroup& cgroup,
+      const init::SpawnRequest& request, UniqueFd (&stdio)[3], Cgroup& cgroup, Cgroup::Entry entry,
       std::shared_ptr<ExitSlot> exit_slot = nullptr,
       const std::function<absl::Status(int pidfd, pid_t host_pid)>& before_start = nullptr);
   // The command's syscall supervisor, when the spec asks for one; `kill` kills the command.

@@ -38,10 +38,17 @@ absl::StatusOr<CommandCgroups::Numbered> CommandCgroups::Take() {
   }
   // The thread has not caught up (commands started back to back, or concurrently): this one
   // pays for its own, and an error reaches the caller.
-  Numbered made;
-  made.number = next_number_();
-  ASSIGN_OR_RETURN(made.cgroup, make_(made.number));
-  return made;
+  return Make(next_number_());
+}
+
+absl::StatusOr<CommandCgroups::Numbered> CommandCgroups::Make(int number) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Cgroup> cgroup, make_(number));
+  absl::StatusOr<Cgroup::Entry> entry = cgroup->OpenEntry();
+  if (!entry.ok()) {
+    (void)cgroup->Destroy();
+    return Annotate(entry.status(), "open command cgroup");
+  }
+  return Numbered{number, std::move(cgroup), *std::move(entry)};
 }
 
 void CommandCgroups::Remove(Remover remove) {
@@ -68,8 +75,7 @@ void CommandCgroups::Run() {
       continue;
     }
     lock.unlock();
-    int number = next_number_();
-    absl::StatusOr<std::unique_ptr<Cgroup>> made = make_(number);
+    absl::StatusOr<Numbered> made = Make(next_number_());
     lock.lock();
     if (!made.ok()) {
       // Take makes its own and reports the error; retrying here would only spin.
@@ -80,11 +86,11 @@ void CommandCgroups::Run() {
     if (stopping_) {
       // Stop removes only the spare it finds once this thread has ended.
       lock.unlock();
-      (void)(*made)->Destroy();
+      (void)made->cgroup->Destroy();
       lock.lock();
       continue;
     }
-    spare_ = Numbered{number, *std::move(made)};
+    spare_ = *std::move(made);
   }
 }
 

@@ -3,8 +3,9 @@
 // Every command runs in a cgroup of its own (its usage is read there, and killing its tree kills
 // only it). Making one is a mkdir and limit writes in every hierarchy (six on a cgroup v1 host),
 // removing it an rmdir in each: a large share of a warm exec's cost when done while the caller
-// waits. CommandCgroups keeps one fresh cgroup ready ahead of time and removes finished ones
-// after their command's result has gone back, both on its own thread.
+// waits. CommandCgroups keeps one fresh cgroup ready ahead of time (with its entry descriptors
+// open) and removes finished ones after their command's result has gone back, both on its own
+// thread.
 //
 // A cgroup is never reused: a command always gets one no process has been in, so its peaks and
 // counters (memory and pids peaks, OOM kills, refused forks) are its own without any reset.
@@ -38,6 +39,7 @@ class CommandCgroups {
   struct Numbered {
     int number = 0;
     std::unique_ptr<Cgroup> cgroup;
+    Cgroup::Entry entry;  // cgroup->OpenEntry(), opened with it
   };
 
   // `next_number` hands out command numbers (shared with the caller's other uses). The thread
@@ -62,6 +64,8 @@ class CommandCgroups {
 
  private:
   void Run();
+  // A cgroup made by make_ with its entry opened; nothing left behind on failure.
+  absl::StatusOr<Numbered> Make(int number);
 
   Maker make_;
   std::function<int()> next_number_;
