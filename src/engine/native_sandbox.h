@@ -16,7 +16,8 @@
 // Threads: Start, Exec and UpdateNetworkPolicy may be called from several threads at once
 // (commands run concurrently, each in its own cgroup); Destroy must not race with them, and
 // every RunningCommand must be gone before the sandbox is destroyed. One internal thread reads
-// airlock-init's control socket. Must be created from a process whose other threads do not hold
+// airlock-init's control socket; another makes commands' cgroups ahead of time and removes
+// finished ones (so a command's cgroup may still exist for a moment after its Wait returned). Must be created from a process whose other threads do not hold
 // locks the child could need (the child only makes system calls until it execs), and from a
 // thread that lives as long as the sandbox: the sandbox dies with the thread that created it
 // (PR_SET_PDEATHSIG), which is what makes a crashed owner take its sandbox along.
