@@ -17,10 +17,11 @@
 // (commands run concurrently, each in its own cgroup); Destroy must not race with them, and
 // every RunningCommand must be gone before the sandbox is destroyed. One internal thread reads
 // airlock-init's control socket; another makes commands' cgroups ahead of time and removes
-// finished ones (so a command's cgroup may still exist for a moment after its Wait returned). Must be created from a process whose other threads do not hold
-// locks the child could need (the child only makes system calls until it execs), and from a
-// thread that lives as long as the sandbox: the sandbox dies with the thread that created it
-// (PR_SET_PDEATHSIG), which is what makes a crashed owner take its sandbox along.
+// finished ones (so a command's cgroup may still exist for a moment after its Wait returned).
+// Must be created from a process whose other threads do not hold locks the child could need (the
+// child only makes system calls until it execs), and from a thread that lives as long as the
+// sandbox: the sandbox dies with the thread that created it (PR_SET_PDEATHSIG), which is what
+// makes a crashed owner take its sandbox along.
 #ifndef AIRLOCK_ENGINE_NATIVE_SANDBOX_H_
 #define AIRLOCK_ENGINE_NATIVE_SANDBOX_H_
 
