@@ -340,14 +340,18 @@ TEST_P(CgroupContractTest, CommandCgroupsAreFreshAndAllRemoved) {
     for (const auto& other : taken) EXPECT_NE(other.number, t->number);
     taken.push_back(*std::move(t));
   }
-  for (auto& t : taken) {
-    cgroups.Remove([cg = std::shared_ptr<Cgroup>(std::move(t.cgroup))] { return cg->Destroy(); });
-  }
   // A maker that fails: the spare (if the thread made one) is handed out first, then the error.
   fail = true;
   absl::Status failed;
-  for (int i = 0; i < 2 && failed.ok(); ++i) failed = cgroups.Take().status();
+  for (int i = 0; i < 2 && failed.ok(); ++i) {
+    auto t = cgroups.Take();
+    failed = t.status();
+    if (t.ok()) taken.push_back(*std::move(t));
+  }
   EXPECT_EQ(failed.code(), absl::StatusCode::kResourceExhausted) << failed;
+  for (auto& t : taken) {
+    cgroups.Remove([cg = std::shared_ptr<Cgroup>(std::move(t.cgroup))] { return cg->Destroy(); });
+  }
   ASSERT_TRUE(cgroups.Stop().ok());
   // Every cmd-N is gone (queued removals and the spare alike): each name can be made again.
   for (int n = 1; n < next; ++n) {
