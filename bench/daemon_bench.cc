@@ -5,14 +5,15 @@
 // `true` with every namespace unshared (what any sandbox start pays at least).
 //
 //   daemon_bench [--seq N] [--burst N] [--warm N] [--density N] [--cycles N] [--level 1|2]
-//                [--warm-pool N]
+//                [--warm-pool N] [--airlockd PATH]
 //
 // With --warm-pool N the daemon keeps N sandboxes of its default template started (airlockd
 // --warm-pool); the sequential and burst runs then wait for the pool to be full before each
 // sample (time to interactive with a ready pool) and print how many creates it served.
 //
-// Starts its own airlockd (next to this binary's build: bin/airlockd) on a free loopback port with
-// a fresh data directory, and stops it (and every sandbox) at the end.
+// Starts its own airlockd (next to this binary's build: bin/airlockd, or PATH, e.g. another
+// build's, to compare two builds alternately) on a free loopback port with a fresh data
+// directory, and stops it (and every sandbox) at the end.
 #include <dirent.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -285,10 +286,13 @@ void PrintRow(const char* name, const Stats& s, const char* extra = "") {
 
 int Main(int argc, char** argv) {
   int seq = 100, burst = 100, warm = 300, density = 500, cycles = 2000, level = 2, pool = 0;
+  std::string airlockd = AIRLOCK_BENCH_AIRLOCKD;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     int v = std::atoi(argv[i + 1]);
-    if (a == "--seq")
+    if (a == "--airlockd")
+      airlockd = argv[i + 1];
+    else if (a == "--seq")
       seq = v;
     else if (a == "--burst")
       burst = v;
@@ -309,7 +313,7 @@ int Main(int argc, char** argv) {
   }
   const std::string spec = R"({"spec":{"level":)" + std::to_string(level) + "}}";
   Daemon d;
-  d.bin = AIRLOCK_BENCH_AIRLOCKD;
+  d.bin = airlockd;
   d.warm_pool = pool;
   if (!d.Start()) {
     std::fprintf(stderr, "daemon_bench: airlockd did not start\n");

@@ -3,7 +3,9 @@
 // run alternately in one run, so load from other processes falls on both; figures are medians
 // (and p90) in milliseconds.
 //
-//   bench/run_bench [--runs N] [--airlock PATH]
+//   bench/run_bench [--runs N] [--airlock PATH] [--exec-only]
+//
+// (--exec-only: section 3 alone.)
 //
 // What it prints, in order:
 //   1. start-up: `airlock run --level L -- /bin/true` against bwrap --unshare-all with
@@ -221,11 +223,13 @@ int main(int argc, char** argv) {
   using namespace airlock;
   int runs = 40;
   std::string airlock_bin = AIRLOCK_BENCH_BIN;
+  bool exec_only = false;  // only section 3, the warm exec round trip
   const std::string timer = AIRLOCK_BENCH_TIMER;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--runs" && i + 1 < argc) runs = std::atoi(argv[++i]);
     if (a == "--airlock" && i + 1 < argc) airlock_bin = argv[++i];
+    if (a == "--exec-only") exec_only = true;
   }
   if (geteuid() != 0) {
     std::fprintf(stderr, "run_bench needs root\n");
@@ -235,63 +239,65 @@ int main(int argc, char** argv) {
   const std::string log_dir = "/tmp/airlock-bench-logs";
   std::printf("runs per side: %d (alternating), medians and p90 in ms\n", runs);
 
-  // 1. Start-up.
-  std::printf("\n1. start-up of /bin/true\n");
-  std::vector<double> run_ms[3], bwrap_ms[3], version_ms, bwrap_version_ms;
-  for (int level : {2, 1}) {
-    std::vector<std::string> ours = {airlock_bin, "run",   "--level", std::to_string(level),
-                                     "--log-dir", log_dir, "--",      "/bin/true"};
-    std::vector<std::string> ref = Bwrap({"--", "/bin/true"});
-    // CPU time is steadier than wall time on a shared machine: both are printed.
-    std::vector<double> ours_cpu, ref_cpu;
-    // (Alternate's warm-up run of each side is the first call: not counted.)
-    auto timed = [](const std::vector<std::string>& cmd, std::vector<double>* cpu, int* calls) {
-      Spawned r = Run(cmd);
-      if (r.ms >= 0 && (*calls)++ > 0) cpu->push_back(r.cpu_ms);
-      return r.ms;
-    };
-    int ours_calls = 0, ref_calls = 0;
-    Alternate(
-        "start", runs, [&] { return timed(ours, &ours_cpu, &ours_calls); }, &run_ms[level],
-        [&] { return timed(ref, &ref_cpu, &ref_calls); }, &bwrap_ms[level]);
-    Row(fmt::format("level {}: airlock run -- /bin/true", level), "airlock run", run_ms[level],
-        "bwrap", bwrap_ms[level]);
-    Row("  CPU of all its processes", "airlock run", ours_cpu, "bwrap", ref_cpu);
-  }
-  Alternate(
-      "process floor", runs,
-      [&] {
-        return Run({airlock_bin, "--version"}).ms;
-      },
-      &version_ms,
-      [&] {
-        return Run({"/usr/bin/bwrap", "--version"}).ms;
-      },
-      &bwrap_version_ms);
-  Row("process start + exit (--version)", "airlock", version_ms, "bwrap", bwrap_version_ms);
-
-  // 2. Breakdown.
   engine::CgroupOptions cg_opts;
   auto cgroups = engine::CgroupDriver::Detect(cg_opts);
   if (!cgroups.ok()) {
     std::fprintf(stderr, "cgroups: %s\n", cgroups.status().ToString().c_str());
     return 1;
   }
-  for (int level : {2, 1}) {
-    auto b = EngineBreakdown(cgroups->get(),
-                             level == 2 ? spec::Level::kHardened : spec::Level::kBasic, runs);
-    if (!b) return 1;
-    std::printf("\n2. where a level-%d start goes (engine in-process, cgroup %s, medians)\n", level,
-                engine::ToString((*cgroups)->version()));
-    for (int k = 0; k < 9; ++k) {
-      std::printf("  %-58s %7.3f ms\n", kParts[k], Median(b->parts[k]));
+  // 1. Start-up.
+  if (!exec_only) {
+    std::printf("\n1. start-up of /bin/true\n");
+    std::vector<double> run_ms[3], bwrap_ms[3], version_ms, bwrap_version_ms;
+    for (int level : {2, 1}) {
+      std::vector<std::string> ours = {airlock_bin, "run",   "--level", std::to_string(level),
+                                       "--log-dir", log_dir, "--",      "/bin/true"};
+      std::vector<std::string> ref = Bwrap({"--", "/bin/true"});
+      // CPU time is steadier than wall time on a shared machine: both are printed.
+      std::vector<double> ours_cpu, ref_cpu;
+      // (Alternate's warm-up run of each side is the first call: not counted.)
+      auto timed = [](const std::vector<std::string>& cmd, std::vector<double>* cpu, int* calls) {
+        Spawned r = Run(cmd);
+        if (r.ms >= 0 && (*calls)++ > 0) cpu->push_back(r.cpu_ms);
+        return r.ms;
+      };
+      int ours_calls = 0, ref_calls = 0;
+      Alternate(
+          "start", runs, [&] { return timed(ours, &ours_cpu, &ours_calls); }, &run_ms[level],
+          [&] { return timed(ref, &ref_cpu, &ref_calls); }, &bwrap_ms[level]);
+      Row(fmt::format("level {}: airlock run -- /bin/true", level), "airlock run", run_ms[level],
+          "bwrap", bwrap_ms[level]);
+      Row("  CPU of all its processes", "airlock run", ours_cpu, "bwrap", ref_cpu);
     }
-    double engine_total = Median(b->parts[8]);
-    double process = Median(version_ms);
-    std::printf("  %-58s %7.3f ms\n", "+ airlock process start and exit (--version)", process);
-    std::printf("  %-58s %7.3f ms\n", "+ the rest of airlock run (flags, spec, cgroup driver,",
-                Median(run_ms[level]) - engine_total - process);
-    std::printf("  %-58s\n", "  host probe, log dir, result; median differences)");
+    Alternate(
+        "process floor", runs,
+        [&] {
+          return Run({airlock_bin, "--version"}).ms;
+        },
+        &version_ms,
+        [&] {
+          return Run({"/usr/bin/bwrap", "--version"}).ms;
+        },
+        &bwrap_version_ms);
+    Row("process start + exit (--version)", "airlock", version_ms, "bwrap", bwrap_version_ms);
+
+    // 2. Breakdown.
+    for (int level : {2, 1}) {
+      auto b = EngineBreakdown(cgroups->get(),
+                               level == 2 ? spec::Level::kHardened : spec::Level::kBasic, runs);
+      if (!b) return 1;
+      std::printf("\n2. where a level-%d start goes (engine in-process, cgroup %s, medians)\n",
+                  level, engine::ToString((*cgroups)->version()));
+      for (int k = 0; k < 9; ++k) {
+        std::printf("  %-58s %7.3f ms\n", kParts[k], Median(b->parts[k]));
+      }
+      double engine_total = Median(b->parts[8]);
+      double process = Median(version_ms);
+      std::printf("  %-58s %7.3f ms\n", "+ airlock process start and exit (--version)", process);
+      std::printf("  %-58s %7.3f ms\n", "+ the rest of airlock run (flags, spec, cgroup driver,",
+                  Median(run_ms[level]) - engine_total - process);
+      std::printf("  %-58s\n", "  host probe, log dir, result; median differences)");
+    }
   }
 
   // Workload data: a C file and a git checkout of 200 files, readable by the sandbox user.
@@ -345,6 +351,7 @@ int main(int argc, char** argv) {
   std::printf("  %-40s %7.3f ms\n", "  spawn (request, fork, cgroup join)", Median(spawn));
   std::printf("  %-40s %7.3f ms\n", "  run + exit report + drain", Median(run));
   std::printf("  %-40s %7.3f ms\n", "  finish (usage, cgroup, log, report)", Median(finish));
+  if (exec_only) return 0;
 
   // 4. Workload overhead.
   std::string env_home = "HOME=" + dir + "/home";

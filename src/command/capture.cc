@@ -14,6 +14,12 @@ OutputCapture::OutputCapture(int raw_fd, int64_t max_kept, size_t preview_bytes,
       preview_bytes_(preview_bytes),
       window_(preview_bytes + context_bytes) {}
 
+OutputCapture::OutputCapture(std::function<absl::StatusOr<int>()> open_raw, int64_t max_kept,
+                             size_t preview_bytes, size_t context_bytes)
+    : OutputCapture(-1, max_kept, preview_bytes, context_bytes) {
+  open_raw_ = std::move(open_raw);
+}
+
 void OutputCapture::Add(Stream s, std::string_view data) {
   StreamState& st = streams_[s];
   st.bytes += static_cast<int64_t>(data.size());
@@ -32,8 +38,18 @@ void OutputCapture::Add(Stream s, std::string_view data) {
   }
 
   if (kept_ < max_kept_) {
-    std::string_view keep = data.substr(0, static_cast<size_t>(std::min<int64_t>(
-                                               static_cast<int64_t>(data.size()), max_kept_ - kept_)));
+    std::string_view keep =
+        data.substr(0, static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(data.size()),
+                                                             max_kept_ - kept_)));
+    if (open_raw_ && !keep.empty()) {
+      absl::StatusOr<int> fd = open_raw_();
+      open_raw_ = nullptr;
+      if (fd.ok()) {
+        raw_fd_ = *fd;
+      } else {
+        status_ = fd.status();
+      }
+    }
     if (raw_fd_ >= 0 && status_.ok()) status_ = WriteAll(raw_fd_, keep);
     kept_ += static_cast<int64_t>(keep.size());
     if (keep.size() < data.size()) truncated_ = true;
@@ -72,7 +88,11 @@ std::string ToValidUtf8(std::string_view s) {
   size_t i = 0;
   while (i < s.size()) {
     unsigned char c = static_cast<unsigned char>(s[i]);
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    size_t len = c < 0x80           ? 1
+                 : (c >> 5) == 0x6  ? 2
+                 : (c >> 4) == 0xe  ? 3
+                 : (c >> 3) == 0x1e ? 4
+                                    : 0;
     bool ok = len > 0 && i + len <= s.size();
     for (size_t k = 1; ok && k < len; ++k) {
       ok = (static_cast<unsigned char>(s[i + k]) & 0xc0) == 0x80;
@@ -80,7 +100,8 @@ std::string ToValidUtf8(std::string_view s) {
     if (ok && len > 1) {
       // Reject overlong forms, surrogates and values past U+10FFFF.
       uint32_t cp = c & (0xff >> (len + 1));
-      for (size_t k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3f);
+      for (size_t k = 1; k < len; ++k)
+        cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3f);
       static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
       ok = cp >= kMin[len] && cp <= 0x10ffff && (cp < 0xd800 || cp > 0xdfff);
     }

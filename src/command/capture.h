@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "common/sha256.h"
 
 namespace airlock {
@@ -24,6 +25,11 @@ class OutputCapture {
   // secret crossing a preview's edge is still seen whole by the redactor.
   OutputCapture(int raw_fd, int64_t max_kept, size_t preview_bytes = 2048,
                 size_t context_bytes = 4096);
+  // The same, with the raw log opened by `open_raw` when the first byte is kept (a command that
+  // prints nothing makes no file). `open_raw` returns the descriptor (owned by its caller) or an
+  // error, which becomes status().
+  OutputCapture(std::function<absl::StatusOr<int>()> open_raw, int64_t max_kept,
+                size_t preview_bytes = 2048, size_t context_bytes = 4096);
 
   void Add(Stream s, std::string_view data);
 
@@ -53,6 +59,7 @@ class OutputCapture {
   };
 
   int raw_fd_;
+  std::function<absl::StatusOr<int>()> open_raw_;  // until the raw log is opened
   int64_t max_kept_;
   size_t preview_bytes_;
   size_t window_;  // preview_bytes_ + context

@@ -26,6 +26,38 @@ TEST(CaptureTest, KeepsUpToTheCapAndCountsEverything) {
   unlink(path);
 }
 
+TEST(CaptureTest, RawLogIsOpenedWithTheFirstKeptByteOnly) {
+  char path[] = "/tmp/airlock-capture-XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  int opened = 0;
+  OutputCapture cap(
+      [&]() -> absl::StatusOr<int> {
+        ++opened;
+        return fd;
+      },
+      10);
+  cap.Add(OutputCapture::kStdout, "");
+  EXPECT_EQ(opened, 0) << "nothing to keep yet: no file";
+  cap.Add(OutputCapture::kStdout, "hello ");
+  cap.Add(OutputCapture::kStderr, "world!!");
+  cap.Add(OutputCapture::kStdout, "more");
+  EXPECT_EQ(opened, 1);
+  EXPECT_TRUE(cap.status().ok()) << cap.status();
+  close(fd);
+  EXPECT_EQ(*ReadFile(path), "hello worl");
+  unlink(path);
+}
+
+TEST(CaptureTest, RawLogThatCannotBeOpenedIsTheCapturesError) {
+  OutputCapture cap([]() -> absl::StatusOr<int> { return absl::PermissionDeniedError("create x"); },
+                    10);
+  cap.Add(OutputCapture::kStdout, "out");
+  EXPECT_EQ(cap.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(cap.bytes(OutputCapture::kStdout), 3);  // counting and previews go on
+  EXPECT_EQ(cap.Preview(OutputCapture::kStdout), "out");
+}
+
 TEST(CaptureTest, PreviewIsHeadAndTail) {
   OutputCapture cap(-1, 0, 4, 2);
   cap.Add(OutputCapture::kStdout, "abc");
@@ -60,7 +92,7 @@ TEST(CaptureTest, ValidUtf8) {
   EXPECT_EQ(ToValidUtf8("caf\xc3\xa9"), "caf\xc3\xa9");
   EXPECT_EQ(ToValidUtf8("bad\xff"), "bad\xef\xbf\xbd");
   EXPECT_EQ(ToValidUtf8("cut\xc3"), "cut\xef\xbf\xbd");
-  EXPECT_EQ(ToValidUtf8("\xc0\xaf"), "\xef\xbf\xbd\xef\xbf\xbd");  // overlong '/'
+  EXPECT_EQ(ToValidUtf8("\xc0\xaf"), "\xef\xbf\xbd\xef\xbf\xbd");                  // overlong '/'
   EXPECT_EQ(ToValidUtf8("\xed\xa0\x80"), "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");  // surrogate
 }
 

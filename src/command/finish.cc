@@ -44,16 +44,16 @@ absl::Status FinishOutput(const CommandSpec& command, const Redactor& redactor,
   r->stdout_preview = capture.Preview(OutputCapture::kStdout, redact);
   r->stderr_preview = capture.Preview(OutputCapture::kStderr, redact);
 
-  UniqueFd in(::open(raw_path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!in) return ErrnoStatus(errno, fmt::format("open {}", raw_path));
   // A command that printed nothing keeps no log: creating an empty file on the log directory's
-  // file system was a large share of a quiet command's cost (raw_log stays empty).
-  struct stat st {};
-  if (::fstat(in.get(), &st) == 0 && st.st_size == 0) {
-    in.Reset();
+  // file system was a large share of a quiet command's cost (raw_log stays empty). Its raw file
+  // may not exist either (OutputCapture opens it with the first byte).
+  if (capture.kept() == 0) {
     ::unlink(raw_path.c_str());
     return AnalyzeInto(command, r->stdout_preview + "\n" + r->stderr_preview, r);
   }
+  UniqueFd in(::open(raw_path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!in && !capture.status().ok()) return Annotate(capture.status(), "raw log");
+  if (!in) return ErrnoStatus(errno, fmt::format("open {}", raw_path));
   UniqueFd out(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
   if (!out) return ErrnoStatus(errno, fmt::format("create {}", log_path));
   absl::Status s = RedactStream(redactor, in.get(), out.get());

@@ -21,7 +21,7 @@ absl::StatusOr<Redactor> RedactorFor(const std::vector<std::string>& secrets);
 
 // Fills r->stdout_preview/stderr_preview (redacted), writes the redacted kept output from
 // `raw_path` to `log_path` (mode 0600; no file, and r->raw_log left empty, when nothing was
-// kept), removes `raw_path`, sets r->raw_log, and fills the
+// kept; `raw_path` need not exist then), removes `raw_path`, sets r->raw_log, and fills the
 // failure analysis and the report (command/report.h) from the redacted output. Call it once
 // r->classification and the other fields are final.
 absl::Status FinishOutput(const CommandSpec& command, const Redactor& redactor,

@@ -10,10 +10,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <thread>
 
 #include "common/ids.h"
+#include "engine/internal/command_cgroups.h"
+#include "fmt/format.h"
 #include "gtest/gtest.h"
 
 namespace airlock::engine {
@@ -313,6 +316,51 @@ TEST_P(CgroupContractTest, OpenListAndDestroyIsIdempotent) {
   EXPECT_EQ(driver_->Open(name_).status().code(), absl::StatusCode::kNotFound);
   EXPECT_FALSE(driver_->Create("../escape").ok());
   EXPECT_FALSE(driver_->Create("a/b").ok());
+}
+
+// The engine's command cgroups (internal/command_cgroups.h) on each driver: fresh cgroups, each
+// with its entry open, a failure reported to the taker, and nothing left after Stop.
+TEST_P(CgroupContractTest, CommandCgroupsAreFreshAndAllRemoved) {
+  std::atomic<int> next{1};
+  std::atomic<bool> fail{false};
+  internal::CommandCgroups cgroups(
+      [&](int n) -> absl::StatusOr<std::unique_ptr<Cgroup>> {
+        if (fail) return absl::ResourceExhaustedError("no more cgroups");
+        return cg_->CreateChild(fmt::format("cmd-{}", n));
+      },
+      [&] { return next++; });
+  std::vector<internal::CommandCgroups::Numbered> taken;
+  for (int i = 0; i < 3; ++i) {
+    auto t = cgroups.Take();
+    ASSERT_TRUE(t.ok()) << t.status();
+    EXPECT_FALSE(t->entry.fds.empty());
+    auto procs = t->cgroup->Processes();
+    ASSERT_TRUE(procs.ok()) << procs.status();
+    EXPECT_TRUE(procs->empty()) << "a command's cgroup must be one no process has been in";
+    for (const auto& other : taken) EXPECT_NE(other.number, t->number);
+    taken.push_back(*std::move(t));
+  }
+  // A maker that fails: the spare (if the thread made one) is handed out first, then the error.
+  fail = true;
+  absl::Status failed;
+  for (int i = 0; i < 2 && failed.ok(); ++i) {
+    auto t = cgroups.Take();
+    failed = t.status();
+    if (t.ok()) taken.push_back(*std::move(t));
+  }
+  EXPECT_EQ(failed.code(), absl::StatusCode::kResourceExhausted) << failed;
+  for (auto& t : taken) {
+    cgroups.Remove([cg = std::shared_ptr<Cgroup>(std::move(t.cgroup))] { return cg->Destroy(); });
+  }
+  ASSERT_TRUE(cgroups.Stop().ok());
+  // Every cmd-N is gone (queued removals and the spare alike): each name can be made again.
+  for (int n = 1; n < next; ++n) {
+    auto again = cg_->CreateChild(fmt::format("cmd-{}", n));
+    EXPECT_TRUE(again.ok()) << "cmd-" << n << " left behind: " << again.status();
+    if (again.ok()) {
+      EXPECT_TRUE((*again)->Destroy().ok());
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Drivers, CgroupContractTest,

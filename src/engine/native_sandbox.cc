@@ -26,6 +26,7 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "engine/host_probe.h"
+#include "engine/internal/command_cgroups.h"
 #include "engine/internal/plan.h"
 #include "engine/internal/plan_builder.h"
 #include "engine/internal/sandbox_common.h"
@@ -163,6 +164,12 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
   RETURN_IF_ERROR(sb->Launch(setup), fmt::format("start sandbox {}", sb->id_.value()));
   RETURN_IF_ERROR(sb->WaitReady(milliseconds(10000)),
                   fmt::format("start sandbox {}", sb->id_.value()));
+  // A notify supervisor's listener must be installed before the profile (which refuses new
+  // listeners): its commands load the profile themselves, after the handshake.
+  if (sb->syscall_policy_->mode() != spec::SupervisorMode::kNotify) {
+    RETURN_IF_ERROR(sb->FilterInit(milliseconds(10000)),
+                    fmt::format("start sandbox {}", sb->id_.value()));
+  }
   sb->control_reader_ = std::thread([raw = sb.get()] { raw->ReadControl(); });
   if (sb->egress_active_) {
     RETURN_IF_ERROR(sb->StartForwarder(), fmt::format("start sandbox {}", sb->id_.value()));
@@ -231,11 +238,10 @@ absl::Status NativeSandbox::Launch(Setup& setup) {
   }
   timings_.clone = Since(t0);
 
-  // While the child builds its mount tree, make the first command's cgroup (Exec would
-  // otherwise do it on its own critical path). A failure here is reported by Exec, which
-  // tries again.
-  next_cgroup_number_ = next_command_++;
-  if (auto cg = NewCommandCgroup(next_cgroup_number_); cg.ok()) next_cgroup_ = *std::move(cg);
+  // Its thread makes the first command's cgroup while the child builds its mount tree (a
+  // failure there is reported by the first Start, which tries again).
+  command_cgroups_ = std::make_unique<internal::CommandCgroups>(
+      [this](int number) { return NewCommandCgroup(number); }, [this] { return next_command_++; });
 
   auto t1 = Clock::now();
   internal::ChildError err{};
@@ -256,25 +262,56 @@ absl::Status NativeSandbox::Launch(Setup& setup) {
   return ErrnoStatus(err.err, fmt::format("setup step \"{}\"", where));
 }
 
-absl::Status NativeSandbox::WaitReady(milliseconds timeout) {
-  auto t0 = Clock::now();
-  struct pollfd p = {control_.get(), POLLIN, 0};
+namespace {
+
+// The payload of the next message from airlock-init, which must be of type `want` and come
+// within `timeout` (before the control reader runs).
+absl::StatusOr<std::string> ReceiveFromInit(int control, init::MessageType want,
+                                            milliseconds timeout) {
+  struct pollfd p = {control, POLLIN, 0};
   int rc;
   do {
     rc = ::poll(&p, 1, static_cast<int>(timeout.count()));
   } while (rc < 0 && errno == EINTR);
-  if (rc == 0) return absl::DeadlineExceededError("airlock-init did not report ready in time");
+  if (rc == 0) return absl::DeadlineExceededError("airlock-init did not answer in time");
   init::MessageType type;
   std::string payload;
-  int err = init::ReceiveMessage(control_.get(), &type, &payload);
-  if (err != 0 || type != init::MessageType::kReady) {
-    return Internal(fmt::format("airlock-init did not start (status {})", err));
+  int err = init::ReceiveMessage(control, &type, &payload);
+  if (err != 0 || type != want) {
+    return Internal(fmt::format("airlock-init ended or answered out of turn (status {})", err));
   }
+  return payload;
+}
+
+}  // namespace
+
+absl::Status NativeSandbox::WaitReady(milliseconds timeout) {
+  auto t0 = Clock::now();
+  ASSIGN_OR_RETURN(std::string payload,
+                   ReceiveFromInit(control_.get(), init::MessageType::kReady, timeout),
+                   "wait for airlock-init");
   init::Reader r(payload);
   if (r.U32() != init::kProtocolVersion || !r.done()) {
     return FailedPrecondition("airlock-init speaks another protocol version; rebuild the tools");
   }
   timings_.init_ready = Since(t0);
+  return absl::OkStatus();
+}
+
+absl::Status NativeSandbox::FilterInit(milliseconds timeout) {
+  init::Writer w;
+  w.Bytes(seccomp_filter_);
+  if (int e = init::SendMessage(control_.get(), init::MessageType::kFilterSelf, w.data()); e != 0) {
+    return ErrnoStatus(e, "send the seccomp filter to airlock-init");
+  }
+  ASSIGN_OR_RETURN(std::string payload,
+                   ReceiveFromInit(control_.get(), init::MessageType::kFilteredSelf, timeout),
+                   "seccomp filter on airlock-init");
+  init::Reader r(payload);
+  int32_t filter_err = r.I32();
+  if (!r.done()) return Internal("seccomp filter on airlock-init: malformed answer");
+  if (filter_err != 0) return ErrnoStatus(filter_err, "seccomp filter on airlock-init");
+  init_filtered_ = true;
   return absl::OkStatus();
 }
 
@@ -300,8 +337,10 @@ absl::Status NativeSandbox::StartForwarder() {
               "1"};
   req.cwd = "/";
   req.rlimits = CommandRlimits(options_.spec);
-  req.seccomp_filter = seccomp_filter_;
-  ASSIGN_OR_RETURN(forwarder_pid_, Spawn(req, stdio, *cg), "start airlock-forwarder");
+  req.seccomp_filter = init_filtered_ ? std::string() : seccomp_filter_;
+  ASSIGN_OR_RETURN(Cgroup::Entry entry, cg->OpenEntry(), "open forwarder cgroup");
+  ASSIGN_OR_RETURN(forwarder_pid_, Spawn(req, stdio, *cg, std::move(entry)),
+                   "start airlock-forwarder");
   struct pollfd p = {ready_r.get(), POLLIN, 0};
   char buf[16] = {};
   if (::poll(&p, 1, 5000) != 1 || ::read(ready_r.get(), buf, sizeof(buf) - 1) <= 0 ||
@@ -326,14 +365,13 @@ absl::Status NativeSandbox::UpdateNetworkPolicy(const spec::Network& network,
 }
 
 absl::StatusOr<pid_t> NativeSandbox::Spawn(
-    const init::SpawnRequest& request, UniqueFd (&stdio)[3], Cgroup& cgroup,
+    const init::SpawnRequest& request, UniqueFd (&stdio)[3], Cgroup& cgroup, Cgroup::Entry entry,
     std::shared_ptr<ExitSlot> exit_slot,
     const std::function<absl::Status(int pidfd, pid_t host_pid)>& before_start) {
   // On cgroup v1 the process moves itself into its cgroup: a migration from here would take the
   // kernel's global cgroup lock, whose first use waits for an RCU grace period. On v2 (where
   // airlock-init, confined to its own cgroup namespace, may not clone into a sibling) we move it
   // before it starts.
-  ASSIGN_OR_RETURN(Cgroup::Entry entry, cgroup.OpenEntry(), "open cgroup");
   const bool self_join = entry.mode == Cgroup::Entry::Mode::kWriteSelf;
   init::SpawnRequest req = request;
   req.cgroup_join = self_join ? init::CgroupJoin::kWriteSelf : init::CgroupJoin::kNone;
@@ -419,8 +457,12 @@ absl::StatusOr<pid_t> NativeSandbox::Spawn(
 }
 
 absl::StatusOr<std::unique_ptr<Cgroup>> NativeSandbox::NewCommandCgroup(int number) {
-  ASSIGN_OR_RETURN(std::unique_ptr<Cgroup> cg, cgroup_->CreateChild(fmt::format("cmd-{}", number)),
-                   "create command cgroup");
+  absl::StatusOr<std::unique_ptr<Cgroup>> made;
+  {
+    std::lock_guard lock(cgroup_mu_);
+    made = cgroup_->CreateChild(fmt::format("cmd-{}", number));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<Cgroup> cg, std::move(made), "create command cgroup");
   // The command's own limits equal the sandbox's, so an OOM kill or a refused fork is counted
   // in the command's cgroup, where we read it.
   const spec::SandboxSpec& s = options_.spec;
@@ -598,18 +640,10 @@ absl::StatusOr<std::unique_ptr<RunningCommand>> NativeSandbox::Start(const Comma
   }
   st->result.command_id = options.command_id.empty() ? CommandId::New() : options.command_id;
   st->result.degraded = degraded_;
-  int number = 0;
-  {
-    // The first command takes the cgroup made while the sandbox started.
-    std::lock_guard lock(cgroup_mu_);
-    if (next_cgroup_) {
-      st->cg = std::move(next_cgroup_);
-      number = next_cgroup_number_;
-    } else {
-      number = next_command_++;
-      ASSIGN_OR_RETURN(st->cg, NewCommandCgroup(number));
-    }
-  }
+  // Comes with its entry descriptors already open (v1: one `tasks` file per hierarchy).
+  ASSIGN_OR_RETURN(internal::CommandCgroups::Numbered taken, command_cgroups_->Take());
+  const int number = taken.number;
+  st->cg = std::move(taken.cgroup);
   auto destroy_cgroup = [&] { (void)st->DestroyCgroup(); };
 
   int out[2], err[2], in[2] = {-1, -1};  // NOLINT
@@ -648,13 +682,17 @@ absl::StatusOr<std::unique_ptr<RunningCommand>> NativeSandbox::Start(const Comma
   ::fcntl(st->err_r.get(), F_SETFL, O_NONBLOCK);
 
   // Output goes to a private file first; the kept log is written redacted when the command ends.
+  // The file is made with the first byte of output: a quiet command makes none (a file's
+  // creation and removal on the run directory's file system was a large share of its cost).
   st->raw_path = fmt::format("{}/{}.raw", run_dir_, st->result.command_id.value());
-  st->raw.Reset(::open(st->raw_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-  if (!st->raw) {
-    destroy_cgroup();
-    return ErrnoStatus(errno, fmt::format("create {}", st->raw_path));
-  }
-  st->capture.emplace(st->raw.get(), s.resources.max_log_bytes);
+  st->capture.emplace(
+      [state = st.get()]() -> absl::StatusOr<int> {
+        state->raw.Reset(
+            ::open(state->raw_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+        if (!state->raw) return ErrnoStatus(errno, fmt::format("create {}", state->raw_path));
+        return state->raw.get();
+      },
+      s.resources.max_log_bytes);
 
   init::SpawnRequest req;
   req.id = static_cast<uint64_t>(number);
@@ -662,7 +700,7 @@ absl::StatusOr<std::unique_ptr<RunningCommand>> NativeSandbox::Start(const Comma
   req.env = CommandEnv(s, command, egress_active_ ? options_.egress.port : 0);
   req.cwd = command.workdir.empty() ? s.workdir : command.workdir;
   req.rlimits = CommandRlimits(s);
-  req.seccomp_filter = seccomp_filter_;
+  req.seccomp_filter = init_filtered_ ? std::string() : seccomp_filter_;
   req.policy_filter = syscall_policy_->filter();
   req.policy_listener = syscall_policy_->mode() == spec::SupervisorMode::kNotify
                             ? init::PolicyListener::kNotify
@@ -686,7 +724,7 @@ absl::StatusOr<std::unique_ptr<RunningCommand>> NativeSandbox::Start(const Comma
   if (st->sup) {
     attach = [&st](int pidfd, pid_t pid) { return st->sup->Attach({.pidfd = pidfd, .pid = pid}); };
   }
-  absl::StatusOr<pid_t> pid = Spawn(req, stdio, *st->cg, exit_slot, attach);
+  absl::StatusOr<pid_t> pid = Spawn(req, stdio, *st->cg, std::move(taken.entry), exit_slot, attach);
   if (!pid.ok()) {
     (void)st->KillTree();  // a process that was not started may be waiting for its start
     st->sup.reset();
@@ -851,10 +889,13 @@ absl::StatusOr<CommandResult> RunningCommand::Wait() {
   }
   if (st.sup) sb.FinishSupervisor(std::move(st.sup), !st.options.keep_background, result);
   ASSIGN_OR_RETURN(CgroupStats stats, st.cg->Stats(), "read command usage");
+  // The emptied cgroup goes after the result is handed back (its rmdir in every hierarchy is
+  // not the caller's wait); one that keeps background processes stays until the sandbox goes.
   if (!st.options.keep_background) {
-    if (absl::Status d = st.DestroyCgroup(); !d.ok()) {
-      Log().Warn("remove command cgroup", {{"sandbox", sb.id_.value()}, {"error", Message(d)}});
-    }
+    sb.command_cgroups_->Remove([cg = st.cg, mu = st.cg_mu] {
+      std::lock_guard lock(*mu);
+      return cg->Destroy();
+    });
   }
   FillResult(stats, capture, output_killed, cpu_exceeded, result);
   if (setup_stage != init::SetupStage::kNone && setup_stage != init::SetupStage::kExec) {
@@ -957,10 +998,6 @@ absl::Status NativeSandbox::Destroy() {
     if (options_.egress.blocked != nullptr) options_.egress.blocked->Forget(id_);
     egress_active_ = false;
   }
-  if (next_cgroup_) {
-    status.Update(Annotate(next_cgroup_->Destroy(), "remove unused command cgroup"));
-    next_cgroup_.reset();
-  }
   // Only host-side files: mount points (whose mounts live in the sandbox's mount namespace),
   // generated output, sockets.
   if (!run_dir_.empty()) status.Update(Annotate(RemoveTree(run_dir_), "remove run directory"));
@@ -971,6 +1008,10 @@ absl::Status NativeSandbox::Destroy() {
     init_pid_ = -1;
   }
   init_pidfd_.Reset();
+  if (command_cgroups_) {
+    status.Update(command_cgroups_->Stop());
+    command_cgroups_.reset();
+  }
   {
     std::lock_guard lock(supervisors_mu_);
     lingering_supervisors_.clear();  // their processes died with the sandbox

@@ -16,10 +16,12 @@
 // Threads: Start, Exec and UpdateNetworkPolicy may be called from several threads at once
 // (commands run concurrently, each in its own cgroup); Destroy must not race with them, and
 // every RunningCommand must be gone before the sandbox is destroyed. One internal thread reads
-// airlock-init's control socket. Must be created from a process whose other threads do not hold
-// locks the child could need (the child only makes system calls until it execs), and from a
-// thread that lives as long as the sandbox: the sandbox dies with the thread that created it
-// (PR_SET_PDEATHSIG), which is what makes a crashed owner take its sandbox along.
+// airlock-init's control socket; another makes commands' cgroups ahead of time and removes
+// finished ones (so a command's cgroup may still exist for a moment after its Wait returned).
+// Must be created from a process whose other threads do not hold locks the child could need (the
+// child only makes system calls until it execs), and from a thread that lives as long as the
+// sandbox: the sandbox dies with the thread that created it (PR_SET_PDEATHSIG), which is what
+// makes a crashed owner take its sandbox along.
 #ifndef AIRLOCK_ENGINE_NATIVE_SANDBOX_H_
 #define AIRLOCK_ENGINE_NATIVE_SANDBOX_H_
 
@@ -126,6 +128,9 @@ struct Timings {
 };
 
 class NativeSandbox;
+namespace internal {
+class CommandCgroups;
+}
 
 // A file as seen inside the sandbox.
 struct FileInfo {
@@ -262,14 +267,18 @@ class NativeSandbox {
   NativeSandbox() = default;
   absl::Status Launch(Setup& setup);
   absl::Status WaitReady(std::chrono::milliseconds timeout);
+  // Has airlock-init put the profile filter on itself, so that commands inherit it instead of
+  // loading it each (init/protocol.h, kFilterSelf). Before the control reader starts.
+  absl::Status FilterInit(std::chrono::milliseconds timeout);
   absl::Status StartForwarder();
-  // Has airlock-init start a process in `cgroup`; its pid in the sandbox. With `exit_slot`, the
+  // Has airlock-init start a process in `cgroup`, entered through `entry` (cgroup.OpenEntry(),
+  // which may have been opened ahead of time); its pid in the sandbox. With `exit_slot`, the
   // process's end is reported there. `before_start`, when set, gets the new process (pidfd,
   // host pid) before it runs: the hook where a syscall supervisor takes it over. On v1 without
   // `before_start` the process joins its cgroup by itself and runs at once; otherwise it waits
   // until we have placed it (v2) and called the hook.
   absl::StatusOr<pid_t> Spawn(
-      const init::SpawnRequest& request, UniqueFd (&stdio)[3], Cgroup& cgroup,
+      const init::SpawnRequest& request, UniqueFd (&stdio)[3], Cgroup& cgroup, Cgroup::Entry entry,
       std::shared_ptr<ExitSlot> exit_slot = nullptr,
       const std::function<absl::Status(int pidfd, pid_t host_pid)>& before_start = nullptr);
   // The command's syscall supervisor, when the spec asks for one; `kill` kills the command.
@@ -295,14 +304,15 @@ class NativeSandbox {
   std::string run_dir_;
   std::string log_dir_;
   std::vector<std::string> degraded_;
-  std::mutex cgroup_mu_;  // cgroup_ is shared by concurrent Start/Pause/Resume
+  std::mutex cgroup_mu_;  // cgroup_ is shared by Pause/Resume and the command cgroups' thread
   std::unique_ptr<Cgroup> cgroup_;
   std::unique_ptr<Cgroup> init_cgroup_;  // v2 only (v1 keeps init in cgroup_)
-  // Made while the sandbox starts, for the first command (under cgroup_mu_).
-  std::unique_ptr<Cgroup> next_cgroup_;
-  int next_cgroup_number_ = 0;
+  // Commands' cgroups, made ahead of time and removed after the result, on their own thread.
+  std::unique_ptr<internal::CommandCgroups> command_cgroups_;
   std::atomic<bool> paused_{false};
   std::string seccomp_filter_;
+  // airlock-init carries seccomp_filter_ itself: spawn requests leave it out.
+  bool init_filtered_ = false;
   std::shared_ptr<const supervisor::SyscallPolicy> syscall_policy_;
   std::mutex supervisors_mu_;  // lingering_supervisors_ (commands finish concurrently)
   std::vector<std::unique_ptr<supervisor::Supervisor>> lingering_supervisors_;

@@ -588,6 +588,118 @@ TEST_F(ConcurrentCommandsTest, DroppedCommandIsKilled) {
 namespace airlock::engine {
 namespace {
 
+// Commands' cgroups are made ahead of time and removed after the result (off the critical path);
+// each command still has a fresh cgroup of its own, so what it reports is its own.
+class CommandCgroupTest : public testing::SandboxTest {};
+
+// airlock-init carries the seccomp profile itself and every command inherits it (instead of
+// loading and compiling it per command): a command, and a file worker, must each still run under
+// exactly that one filter, in strict mode, from their first instruction.
+TEST_F(CommandCgroupTest, CommandsAndFileWorkersInheritExactlyTheProfileFilter) {
+  auto sb = Create(TestSpec());
+  ASSERT_NE(sb, nullptr);
+  auto r = sb->Exec(
+      {.argv = {"sh", "-c", "grep -E '^Seccomp(_filters)?:' /proc/self/status /proc/1/status"}},
+      {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->stdout_preview,
+            "/proc/self/status:Seccomp:\t2\n/proc/self/status:Seccomp_filters:\t1\n"
+            "/proc/1/status:Seccomp:\t2\n/proc/1/status:Seccomp_filters:\t1\n")
+      << r->stderr_preview;
+  // The attack the profile exists for, from a command: a new user namespace. Refused.
+  auto ns = sb->Exec({.argv = {"unshare", "--user", "true"}}, {});
+  ASSERT_TRUE(ns.ok()) << ns.status();
+  EXPECT_EQ(ns->exit_code, 1);
+  EXPECT_NE(ns->stderr_preview.find("unshare failed: Operation not permitted"), std::string::npos)
+      << ns->stderr_preview;
+  // File operations run in a worker forked by airlock-init, now under the filter too.
+  auto w = sb->WriteFileInto("/sandbox/tmp/f", 0644, 1 << 20, false);
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_EQ(::write((*w)->fd(), "x", 1), 1);
+  EXPECT_TRUE((*w)->Finish().ok());
+  w->reset();
+  auto read = sb->Exec({.argv = {"cat", "/sandbox/tmp/f"}}, {});
+  ASSERT_TRUE(read.ok());
+  EXPECT_EQ(read->stdout_preview, "x");
+  DestroyAndCheckGone(std::move(sb));
+}
+
+TEST_F(CommandCgroupTest, EachCommandReportsItsOwnUsage) {
+  auto sb = Create(TestSpec());
+  ASSERT_NE(sb, nullptr);
+  // The first command: 64 MiB, CPU, and four processes at once.
+  auto big = sb->Exec({.argv = {"python3", "-c",
+                                "import subprocess; b = bytearray(64 << 20); sum(range(3000000)); "
+                                "ps = [subprocess.Popen(['sleep', '0.2']) for _ in range(3)]; "
+                                "[p.wait() for p in ps]"}},
+                      {});
+  ASSERT_TRUE(big.ok()) << big.status();
+  ASSERT_EQ(big->classification, Classification::kOk) << big->stderr_preview;
+  ASSERT_GT(big->usage.memory_peak_bytes, 64 << 20);
+  ASSERT_GT(big->usage.cpu_user_ms + big->usage.cpu_system_ms, 10);
+  ASSERT_GE(big->usage.pids_peak, 4);
+  // The next one, `true`, must not inherit any of it: peaks and CPU are its own.
+  auto small = sb->Exec({.argv = {"/bin/true"}}, {});
+  ASSERT_TRUE(small.ok()) << small.status();
+  EXPECT_EQ(small->classification, Classification::kOk);
+  EXPECT_LT(small->usage.memory_peak_bytes, 16 << 20);
+  EXPECT_LT(small->usage.cpu_user_ms + small->usage.cpu_system_ms,
+            big->usage.cpu_user_ms + big->usage.cpu_system_ms);
+  EXPECT_EQ(small->usage.pids_peak, 1);
+  DestroyAndCheckGone(std::move(sb));
+}
+
+TEST_F(CommandCgroupTest, AnOomKillIsReportedOnlyByItsCommand) {
+  spec::SandboxSpec s = TestSpec();
+  s.resources.memory_mb = 64;
+  auto sb = Create(s);
+  ASSERT_NE(sb, nullptr);
+  auto bomb =
+      sb->Exec({.argv = {"python3", "-c", "b = [bytearray(1 << 20) for _ in range(1000)]"}}, {});
+  ASSERT_TRUE(bomb.ok()) << bomb.status();
+  EXPECT_EQ(bomb->classification, Classification::kResourceExhaustedMemory);
+  EXPECT_GE(bomb->usage.oom_kills, 1);
+  for (int i = 0; i < 2; ++i) {
+    auto next = sb->Exec({.argv = {"/bin/true"}}, {});
+    ASSERT_TRUE(next.ok()) << next.status();
+    EXPECT_EQ(next->classification, Classification::kOk);
+    EXPECT_EQ(next->usage.oom_kills, 0);
+  }
+  DestroyAndCheckGone(std::move(sb));
+}
+
+TEST_F(CommandCgroupTest, KillingOneCommandLeavesTheOthers) {
+  // Two commands started back to back (the second may get a cgroup made on its own thread,
+  // the first the one made ahead): killing the first's tree must not touch the second.
+  auto sb = Create(TestSpec());
+  ASSERT_NE(sb, nullptr);
+  auto first = sb->Start({.argv = {"sh", "-c", "sleep 100 & sleep 100"}}, {});
+  ASSERT_TRUE(first.ok()) << first.status();
+  // It waits for a file that a third command makes once the first is gone.
+  auto second = sb->Start(
+      {.argv = {"sh", "-c", "while [ ! -e /tmp/go ]; do sleep 0.02; done; echo alive"}}, {});
+  ASSERT_TRUE(second.ok()) << second.status();
+  (*first)->Kill();
+  auto killed = (*first)->Wait();
+  ASSERT_TRUE(killed.ok()) << killed.status();
+  EXPECT_EQ(killed->signal, SIGKILL);
+  auto go = sb->Exec({.argv = {"touch", "/tmp/go"}}, {});
+  ASSERT_TRUE(go.ok()) << go.status();
+  auto survived = (*second)->Wait();
+  ASSERT_TRUE(survived.ok()) << survived.status();
+  EXPECT_EQ(survived->classification, Classification::kOk) << survived->stderr_preview;
+  EXPECT_EQ(survived->stdout_preview, "alive\n");
+  first->reset();
+  second->reset();
+  DestroyAndCheckGone(std::move(sb));
+}
+
+}  // namespace
+}  // namespace airlock::engine
+
+namespace airlock::engine {
+namespace {
+
 class SandboxFilesTest : public testing::SandboxTest {
  protected:
   // As in airlockd and airlock-shim: a write into a transfer the sandbox refused (its pipe

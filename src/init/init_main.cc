@@ -302,6 +302,20 @@ int Serve() {
           for (int i = 0; i < nfds; ++i) ::close(fds[i]);
           break;
         }
+        case MessageType::kFilterSelf: {
+          // Installed here, between requests: nothing is forked while it goes on, and everything
+          // forked afterwards inherits it.
+          Reader r(payload);
+          std::string profile = r.Bytes();
+          int32_t filter_err = r.done() && !profile.empty()
+                                   ? InstallFilters(profile, "", PolicyListener::kNone, -1)
+                                   : EINVAL;
+          for (int i = 0; i < nfds; ++i) ::close(fds[i]);
+          Writer w;
+          w.I32(filter_err);
+          if (SendMessage(kControlFd, MessageType::kFilteredSelf, w.data()) != 0) return 0;
+          break;
+        }
         case MessageType::kSignal: {
           Reader r(payload);
           pid_t pid = r.I32();

@@ -21,6 +21,9 @@
 //                               u64 max bytes} + fds {data pipe end, result socket}
 //   worker -> host kFileDone   on the result socket: {u64 id, i32 errno, string message,
 //                               u32 n, n x FileEntry}
+//   host -> init  kFilterSelf  {bytes seccomp filter}: airlock-init installs the profile filter
+//                              on itself (see "Seccomp" below)
+//   init -> host  kFilteredSelf {i32 errno (0 = installed)}
 //
 // A file operation is done by a worker process that airlock-init forks (so init keeps serving),
 // as the sandbox's user, beneath one of the sandbox's file areas (FileRoots below). A read
@@ -41,6 +44,13 @@
 // working directory, rlimits, seccomp filters last (InstallFilters), execve (PATH searched in its
 // own env). If it cannot start it writes "airlock: ..." to its stderr and exits 127 (not found)
 // or 126.
+//
+// Seccomp, inherited: a sandbox without a syscall policy has airlock-init put the profile filter
+// on itself once (kFilterSelf, before any spawn). Every process it forks afterwards, commands and
+// file workers, starts under that same filter (a filter is inherited by fork and cannot be
+// removed), so spawn requests then carry no profile filter and no command loads and compiles
+// it again. The command's own setup (cgroup join, stdio, working directory, rlimits) then runs
+// under the filter too; only a stricter order than installing it last.
 //
 // Seccomp: the profile filter (the engine's built-in profile) and, when the spec has a syscall
 // policy, the policy filter (supervisor/policy.h); the kernel applies the more restrictive answer
@@ -64,7 +74,8 @@
 namespace airlock::init {
 
 // 3: file operations, one sendmsg per message, SpawnStart, the policy filter and its listener.
-inline constexpr uint32_t kProtocolVersion = 3;
+// 4: kFilterSelf.
+inline constexpr uint32_t kProtocolVersion = 4;
 inline constexpr uint32_t kMaxPayload = 16u << 20;
 inline constexpr int kControlFd = 3;  // where airlock-init finds its control socket
 inline constexpr int kMaxFds = 16;
@@ -78,6 +89,8 @@ enum class MessageType : uint32_t {
   kExited = 6,
   kFileOp = 7,
   kFileDone = 8,
+  kFilterSelf = 9,
+  kFilteredSelf = 10,
 };
 
 enum class FileOp : uint32_t {
