@@ -1,11 +1,16 @@
 #include "interp/interpreter.h"
 
 #include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "interp/internal/wasm_rt.h"
 #include "interp/test_util.h"
 
 namespace airlock::interp {
@@ -255,6 +260,81 @@ TEST(InterpreterTest, CancelStopsARunningScript) {
   RunResult r = test::Run(*session, "for (;;) {}");
   canceller.join();
   EXPECT_EQ(r.outcome, Outcome::kCancelled);
+}
+
+}  // namespace
+}  // namespace airlock::interp
+
+namespace airlock::interp {
+namespace {
+
+// AnonHugePages of the mapping that contains `address` (from /proc/self/smaps), in KiB; -1 when
+// not found.
+long HugePagesKbAt(const void* address) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto at = reinterpret_cast<uintptr_t>(address);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    uintptr_t lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2) inside = at >= lo && at < hi;
+    long kb = 0;
+    if (inside && std::sscanf(line.c_str(), "AnonHugePages: %ld kB", &kb) == 1) return kb;
+  }
+  return -1;
+}
+
+bool TransparentHugePagesOff() {
+  std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string mode;
+  std::getline(f, mode);
+  return mode.empty() || mode.find("[never]") != std::string::npos;
+}
+
+// Moving a memory in use to huge pages keeps every byte where it was, the memory stays usable and
+// growable, and (where the kernel has transparent huge pages) its pages in use become huge pages.
+TEST(LinearMemoryTest, HugePagesKeepTheContent) {
+  internal::LinearMemory memory;
+  ASSERT_TRUE(memory.Allocate(256, 1024).ok());  // 16 MiB accessible, 64 MiB at most
+  ASSERT_EQ(reinterpret_cast<uintptr_t>(memory.data()) % (2 << 20), 0u) << "not 2 MiB aligned";
+  // A byte pattern in scattered pages of three 2 MiB regions; the rest stays untouched (zero).
+  const size_t offsets[] = {0, 4096 * 3 + 17, (2 << 20) + 5, (2 << 20) + 4096 * 100, (6 << 20) - 1};
+  for (size_t i = 0; i < std::size(offsets); ++i) {
+    memory.data()[offsets[i]] = static_cast<uint8_t>(0xA0 + i);
+  }
+  EXPECT_FALSE(memory.prefers_huge_pages());
+  memory.PreferHugePages();
+  EXPECT_TRUE(memory.prefers_huge_pages());
+  for (size_t i = 0; i < std::size(offsets); ++i) {
+    EXPECT_EQ(memory.data()[offsets[i]], static_cast<uint8_t>(0xA0 + i)) << "offset " << offsets[i];
+  }
+  size_t nonzero = 0;
+  for (size_t i = 0; i < memory.size(); ++i) nonzero += memory.data()[i] != 0;
+  EXPECT_EQ(nonzero, std::size(offsets));
+  if (!TransparentHugePagesOff()) {
+    EXPECT_GE(HugePagesKbAt(memory.data()), 2048) << "no huge page after the move";
+  }
+  ASSERT_TRUE(memory.Grow(16));
+  memory.data()[memory.size() - 1] = 7;
+  EXPECT_EQ(memory.data()[memory.size() - 1], 7);
+  memory.PreferHugePages();  // a second call changes nothing
+  EXPECT_EQ(memory.data()[offsets[1]], 0xA1);
+}
+
+// A script that computes for longer than the threshold moves to huge pages mid-run and still
+// computes exactly; a short one keeps 4 KiB pages.
+TEST(InterpreterTest, ALongRunMovesToHugePagesAndComputesTheSame) {
+  auto long_run = test::NewSession({});
+  RunResult r = test::Run(*long_run,
+                          "const a = []; for (let i = 0; i < 200000; i++) a.push(i % 97);"
+                          "let s = 0; for (let k = 0; k < 20; k++) for (const v of a) s += v;"
+                          "return s;");
+  ASSERT_EQ(r.outcome, Outcome::kCompleted) << r.error;
+  long long expected = 0;
+  for (int i = 0; i < 200000; ++i) expected += i % 97;
+  EXPECT_EQ(r.result_json, std::to_string(expected * 20));
+  auto short_run = test::NewSession({});
+  RunResult quick = test::Run(*short_run, "return 6 * 7;");
+  EXPECT_EQ(quick.result_json, "42");
 }
 
 }  // namespace

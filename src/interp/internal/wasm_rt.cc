@@ -11,11 +11,16 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <vector>
 
 #include "common/status.h"
 #include "fmt/format.h"
+
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25  // Linux 6.1; glibc 2.36's headers predate it
+#endif
 
 namespace airlock::interp::internal {
 namespace {
@@ -23,6 +28,7 @@ namespace {
 // Any 32-bit address plus a 32-bit offset stays below 8 GiB, so with the whole range reserved an
 // out-of-bounds access can only fault (wasm2c's signal-handler memory check scheme).
 constexpr size_t kReservation = size_t{8} << 30;
+constexpr size_t kHugePage = size_t{2} << 20;  // x86-64's and aarch64's (4 KiB base pages) PMD size
 // A fault this far below the lowest address of the thread's stack (or just above it) is native
 // stack exhaustion: large frames can step past the guard page.
 constexpr uintptr_t kStackGuardZone = 1 << 20;
@@ -133,6 +139,7 @@ std::vector<std::vector<uint8_t>> g_types;
 
 LinearMemory::~LinearMemory() {
   if (memory_.data != nullptr) ::munmap(memory_.data, reserved_);
+  if (scratch_ != nullptr) ::munmap(scratch_, kHugePage);
 }
 
 absl::Status LinearMemory::Allocate(uint32_t initial_pages, uint32_t max_pages) {
@@ -141,9 +148,17 @@ absl::Status LinearMemory::Allocate(uint32_t initial_pages, uint32_t max_pages) 
     return InvalidArgument(
         fmt::format("linear memory: {} initial pages, {} max", initial_pages, max_pages));
   }
-  void* base =
-      ::mmap(nullptr, kReservation, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (base == MAP_FAILED) return ErrnoStatus(errno, "reserve 8 GiB for a linear memory");
+  // Aligned to 2 MiB, so that huge pages (PreferHugePages) cover the memory from its start.
+  void* raw = ::mmap(nullptr, kReservation + kHugePage, PROT_NONE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (raw == MAP_FAILED) return ErrnoStatus(errno, "reserve 8 GiB for a linear memory");
+  auto raw_at = reinterpret_cast<uintptr_t>(raw);
+  uintptr_t aligned = (raw_at + kHugePage - 1) & ~uintptr_t{kHugePage - 1};
+  if (aligned > raw_at) ::munmap(raw, aligned - raw_at);
+  if (size_t tail = raw_at + kHugePage - aligned; tail > 0) {
+    ::munmap(reinterpret_cast<void*>(aligned + kReservation), tail);
+  }
+  void* base = reinterpret_cast<void*>(aligned);
   size_t bytes = size_t{initial_pages} * kWasmPageSize;
   if (bytes > 0 && ::mprotect(base, bytes, PROT_READ | PROT_WRITE) != 0) {
     int err = errno;
@@ -170,6 +185,39 @@ bool LinearMemory::Grow(uint32_t delta) {
   memory_.pages = static_cast<uint32_t>(new_pages);
   memory_.size = static_cast<uint32_t>(new_pages * kWasmPageSize);
   return true;
+}
+
+void LinearMemory::PreferHugePages() {
+  if (memory_.data == nullptr || huge_pages_) return;
+  huge_pages_ = true;
+  if (::madvise(memory_.data, reserved_, MADV_HUGEPAGE) != 0) return;  // no THP on this kernel
+  // Later faults take huge pages; the pages in use stay 4 KiB pages until gathered. The kernel's
+  // MADV_COLLAPSE does that where it can (not on the development VM: EINVAL). Elsewhere each
+  // 2 MiB region with pages in use is copied aside, dropped and copied back: the first write
+  // faults the region in as one huge page. The guest is stopped meanwhile (this runs in its
+  // interrupt check, on its thread).
+  const size_t used = memory_.size & ~(kHugePage - 1);
+  if (used == 0 || ::madvise(memory_.data, used, MADV_COLLAPSE) == 0) return;
+  constexpr size_t kPage = 4096;
+  std::vector<unsigned char> resident(used / kPage);
+  if (::mincore(memory_.data, used, resident.data()) != 0) return;
+  if (scratch_ == nullptr) {
+    void* m =
+        ::mmap(nullptr, kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return;
+    scratch_ = static_cast<uint8_t*>(m);
+  }
+  constexpr size_t kPerRegion = kHugePage / kPage;
+  for (size_t region = 0; region < used / kHugePage; ++region) {
+    const unsigned char* in = resident.data() + region * kPerRegion;
+    if (std::none_of(in, in + kPerRegion, [](unsigned char r) { return (r & 1) != 0; })) continue;
+    uint8_t* at = memory_.data + region * kHugePage;
+    std::memcpy(scratch_, at, kHugePage);
+    if (::madvise(at, kHugePage, MADV_DONTNEED) != 0) return;  // nothing dropped: all stays
+    for (size_t page = 0; page < kPerRegion; ++page) {
+      if ((in[page] & 1) != 0) std::memcpy(at + page * kPage, scratch_ + page * kPage, kPage);
+    }
+  }
 }
 
 void LinearMemory::Revoke() {
