@@ -105,8 +105,14 @@ absl::StatusOr<std::vector<pid_t>> ReadProcsRecursive(const std::string& dir) {
     return children.status();
   }
   for (const std::string& child : *children) {
-    ASSIGN_OR_RETURN(std::vector<pid_t> sub, ReadProcsRecursive(dir + "/" + child));
-    pids.insert(pids.end(), sub.begin(), sub.end());
+    absl::StatusOr<std::vector<pid_t>> sub = ReadProcsRecursive(dir + "/" + child);
+    if (!sub.ok()) {
+      // A finished command's cgroup is removed while we read (a removed cgroup's files answer
+      // ENODEV): it holds no process any more.
+      if (::access((dir + "/" + child).c_str(), F_OK) != 0) continue;
+      return sub.status();
+    }
+    pids.insert(pids.end(), sub->begin(), sub->end());
   }
   return pids;
 }
