@@ -250,10 +250,16 @@ class SandboxManager {
   // spec: nullopt when the pool has none.
   absl::StatusOr<std::optional<store::CreateResult>> ClaimWarm(const store::NewSandbox& request);
   void FillWarmPool();
+  // The pool template's effective spec (its image resolved into *lease).
+  absl::StatusOr<spec::SandboxSpec> WarmPoolSpec(image::ImageLease* lease);
+  // This node's sandboxes in the store as the pool's (Running or Paused).
+  absl::StatusOr<std::vector<store::SandboxRecord>> ListWarmPool();
   // The pool's sandboxes in the store, sorted out: those of the pool's spec stay (up to its
-  // size), the rest are destroyed. Returns the ones that stay.
-  std::vector<SandboxId> SortWarmPool();
+  // size) and are the ready list, the rest are destroyed. Returns how many stay.
+  size_t SortWarmPool();
   absl::Status StartPooled();
+  // Sets airlock_warm_pool_ready to the ready list's size (pool_.mu held).
+  void ShowWarmPoolReady();
   absl::Status PrepareWorkspace(const SandboxId& id, const WorkspaceSource& source,
                                 spec::SandboxSpec* spec);
   absl::StatusOr<nlohmann::json> LaunchShim(const SandboxId& id, const spec::SandboxSpec& spec);

@@ -27,7 +27,6 @@ const Logger& Log() {
   return log;
 }
 
-const ApiKeyId& PoolOwner() { return SandboxManager::WarmPoolOwner(); }
 constexpr char kPoolActor[] = "warm-pool";
 
 // After a failed start the filler waits this long before the next, so a broken template does
@@ -45,14 +44,36 @@ const ApiKeyId& SandboxManager::WarmPoolOwner() {
   return *owner;
 }
 
+absl::StatusOr<spec::SandboxSpec> SandboxManager::WarmPoolSpec(image::ImageLease* lease) {
+  CreateRequest request;
+  request.template_name = options_.warm_pool_template;
+  ASSIGN_OR_RETURN(spec::SandboxSpec s, EffectiveSpec(request, lease),
+                   fmt::format("--warm-pool-template {}", options_.warm_pool_template));
+  return s;
+}
+
+absl::StatusOr<std::vector<store::SandboxRecord>> SandboxManager::ListWarmPool() {
+  store::SandboxQuery q;
+  q.owner = WarmPoolOwner();
+  q.states = {SandboxState::kRunning, SandboxState::kPaused};
+  q.limit = 1000;
+  ASSIGN_OR_RETURN(store::SandboxPage page, store_->ListSandboxes(q), "list the warm pool");
+  std::erase_if(page.sandboxes,
+                [&](const store::SandboxRecord& r) { return r.node != options_.node; });
+  return std::move(page.sandboxes);
+}
+
+void SandboxManager::ShowWarmPoolReady() {
+  if (pool_.ready_gauge != nullptr) {
+    pool_.ready_gauge->Set({}, static_cast<double>(pool_.ready.size()));
+  }
+}
+
 absl::Status SandboxManager::StartWarmPool() {
   if (options_.warm_pool <= 0) return absl::OkStatus();
   if (options_.warm_pool > 1000) return InvalidArgument("--warm-pool: at most 1000 sandboxes");
-  CreateRequest request;
-  request.template_name = options_.warm_pool_template;
   image::ImageLease lease;
-  ASSIGN_OR_RETURN(spec::SandboxSpec s, EffectiveSpec(request, &lease),
-                   fmt::format("--warm-pool-template {}", options_.warm_pool_template));
+  ASSIGN_OR_RETURN(spec::SandboxSpec s, WarmPoolSpec(&lease));
   std::lock_guard lock(pool_.mu);
   if (pool_.running) return FailedPrecondition("the warm pool is already running");
   pool_.spec = spec::ToJson(s);
@@ -75,19 +96,15 @@ void SandboxManager::StopWarmPool() {
     std::unique_lock lock(pool_.mu);
     pool_.cv.wait(lock, [&] { return pool_.claiming.empty(); });
     pool_.ready.clear();
-    if (pool_.ready_gauge != nullptr) pool_.ready_gauge->Set({}, 0);
+    ShowWarmPoolReady();
   }
-  store::SandboxQuery q;
-  q.owner = PoolOwner();
-  q.states = {SandboxState::kRunning, SandboxState::kPaused};
-  q.limit = 1000;
-  absl::StatusOr<store::SandboxPage> page = store_->ListSandboxes(q);
-  if (!page.ok()) {
-    Log().Warn("warm pool: list its sandboxes to stop them",
-               {{"error", std::string(Message(page.status()))}});
+  absl::StatusOr<std::vector<store::SandboxRecord>> pooled = ListWarmPool();
+  if (!pooled.ok()) {
+    Log().Warn("warm pool: cannot stop its sandboxes",
+               {{"error", std::string(Message(pooled.status()))}});
   } else {
-    for (const store::SandboxRecord& r : page->sandboxes) {
-      if (r.node == options_.node) (void)Teardown(r, kPoolActor, "warm pool stopped");
+    for (const store::SandboxRecord& r : *pooled) {
+      (void)Teardown(r, kPoolActor, "warm pool stopped");
     }
   }
   std::lock_guard lock(pool_.mu);
@@ -120,16 +137,14 @@ absl::StatusOr<std::optional<store::CreateResult>> SandboxManager::ClaimWarm(
         shim::ShimClient(StateDir(id) + "/shim.sock", &shim_connections_)
                 .Call({{"op", "hello"}}, std::chrono::milliseconds(2000))
                 .ok()
-            ? store_->ClaimSandbox(id, PoolOwner(), request)
+            ? store_->ClaimSandbox(id, WarmPoolOwner(), request)
             : absl::FailedPreconditionError("its shim does not answer");
     {
       std::lock_guard lock(pool_.mu);
       pool_.claiming.erase(id);
       // A retry of an earlier create got that sandbox: the pooled one stays in the pool.
       if (claimed.ok() && !claimed->created) pool_.ready.push_front(id);
-      if (pool_.ready_gauge != nullptr) {
-        pool_.ready_gauge->Set({}, static_cast<double>(pool_.ready.size()));
-      }
+      ShowWarmPoolReady();
       pool_.wake = true;
       pool_.cv.notify_all();
     }
@@ -145,35 +160,30 @@ absl::StatusOr<std::optional<store::CreateResult>> SandboxManager::ClaimWarm(
   }
 }
 
-std::vector<SandboxId> SandboxManager::SortWarmPool() {
+size_t SandboxManager::SortWarmPool() {
   std::vector<store::SandboxRecord> retire;
-  std::vector<SandboxId> kept;
+  size_t ready = 0;
   {
     std::lock_guard lock(pool_.mu);
-    store::SandboxQuery q;
-    q.owner = PoolOwner();
-    q.states = {SandboxState::kRunning, SandboxState::kPaused};
-    q.limit = 1000;
-    absl::StatusOr<store::SandboxPage> page = store_->ListSandboxes(q);
-    if (!page.ok()) {
-      Log().Warn("warm pool: list its sandboxes", {{"error", std::string(Message(page.status()))}});
-      return {};
+    absl::StatusOr<std::vector<store::SandboxRecord>> pooled = ListWarmPool();
+    if (!pooled.ok()) {
+      Log().Warn("warm pool: cannot sort its sandboxes",
+                 {{"error", std::string(Message(pooled.status()))}});
+      return 0;
     }
     pool_.ready.clear();
     const absl::Time now = absl::Now();
-    for (store::SandboxRecord& r : page->sandboxes) {
-      if (r.node != options_.node || pool_.claiming.count(r.id) > 0) continue;
+    for (store::SandboxRecord& r : *pooled) {
+      if (pool_.claiming.count(r.id) > 0) continue;
       if (r.state == SandboxState::kRunning && r.spec == pool_.spec && r.expires_at > now &&
-          static_cast<int>(kept.size()) < options_.warm_pool) {
-        kept.push_back(r.id);
+          static_cast<int>(pool_.ready.size()) < options_.warm_pool) {
         pool_.ready.push_back(r.id);
       } else {
         retire.push_back(std::move(r));  // of another spec, past its TTL, or beyond the size
       }
     }
-    if (pool_.ready_gauge != nullptr) {
-      pool_.ready_gauge->Set({}, static_cast<double>(pool_.ready.size()));
-    }
+    ShowWarmPoolReady();
+    ready = pool_.ready.size();
   }
   // No create can claim these: they are in no list of ours.
   for (const store::SandboxRecord& r : retire) {
@@ -181,17 +191,14 @@ std::vector<SandboxId> SandboxManager::SortWarmPool() {
                    r.expires_at <= absl::Now() ? "warm pool: waited its TTL"
                                                : "warm pool: not of its spec or beyond its size");
   }
-  return kept;
+  return ready;
 }
 
 absl::Status SandboxManager::StartPooled() {
-  CreateRequest request;
-  request.template_name = options_.warm_pool_template;
   image::ImageLease lease;
-  ASSIGN_OR_RETURN(spec::SandboxSpec s, EffectiveSpec(request, &lease),
-                   fmt::format("template {}", options_.warm_pool_template));
+  ASSIGN_OR_RETURN(spec::SandboxSpec s, WarmPoolSpec(&lease));
   store::NewSandbox n;
-  n.owner = PoolOwner();
+  n.owner = WarmPoolOwner();
   n.spec = spec::ToJson(s);
   n.template_name = options_.warm_pool_template;
   n.image_digest = s.image;
@@ -204,14 +211,13 @@ absl::Status SandboxManager::StartPooled() {
     pool_.spec = n.spec;
   }
   ASSIGN_OR_RETURN(store::CreateResult created, store_->CreateSandbox(n));
-  return StartOrFail(created.sandbox, s, request, kPoolActor);
+  return StartOrFail(created.sandbox, s, CreateRequest{}, kPoolActor);
 }
 
 void SandboxManager::FillWarmPool() {
   std::chrono::seconds wait = kRecheck;
   for (;;) {
-    size_t ready = SortWarmPool().size();
-    bool room = static_cast<int>(ready) < options_.warm_pool;
+    bool room = static_cast<int>(SortWarmPool()) < options_.warm_pool;
     if (room) room = CheckRoom().ok();
     bool user_starting;
     {
