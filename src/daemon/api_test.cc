@@ -46,6 +46,11 @@ void ExpectError(const ApiResponse& r, int status, std::string_view code, std::s
   EXPECT_FALSE(r.json.value("request_id", "").empty()) << r.Describe();
 }
 
+// "/v1/sandboxes/ID" followed by `rest`.
+std::string Sb(const std::string& id, std::string_view rest = "") {
+  return fmt::format("/v1/sandboxes/{}{}", id, rest);
+}
+
 class DaemonApiTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -84,10 +89,6 @@ class DaemonApiTest : public ::testing::Test {
   }
   void TearDown() override {
     for (const std::string& id : made_) alice().Delete("/v1/sandboxes/" + id);
-  }
-
-  static std::string Sb(const std::string& id, std::string_view rest = "") {
-    return fmt::format("/v1/sandboxes/{}{}", id, rest);
   }
 
   static TestDaemon* daemon_;
@@ -858,14 +859,17 @@ bool IsSleep(pid_t pid) {
   return sleep;
 }
 
-class DaemonFaultTest : public ::testing::Test {
+// A daemon of the test's own (started with DaemonOptions()) and one API key for it.
+class OwnDaemonTest : public ::testing::Test {
  protected:
+  virtual testing::TestDaemonOptions DaemonOptions() const { return {}; }
+
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << "needs root: airlockd runs sandboxes";
-    auto d = TestDaemon::Start();
+    auto d = TestDaemon::Start(DaemonOptions());
     ASSERT_TRUE(d.ok()) << d.status();
     daemon_ = *std::move(d);
-    auto key = daemon_->CreateKey("faults");
+    auto key = daemon_->CreateKey("user");
     ASSERT_TRUE(key.ok()) << key.status();
     key_ = *key;
   }
@@ -874,6 +878,8 @@ class DaemonFaultTest : public ::testing::Test {
   std::unique_ptr<TestDaemon> daemon_;
   std::string key_;
 };
+
+class DaemonFaultTest : public OwnDaemonTest {};
 
 // kill -9 of airlockd while 50 commands run in 5 sandboxes, one of whose shims is also killed:
 // after a restart on the same data directory, the 4 sandboxes with live shims are re-adopted
@@ -1090,22 +1096,12 @@ TEST(DaemonWarmPoolStartTest, AnUnknownTemplateStopsTheDaemonNamingIt) {
   EXPECT_THAT(d.status().message(), HasSubstr("does not exist"));
 }
 
-class DaemonWarmPoolTest : public ::testing::Test {
+class DaemonWarmPoolTest : public OwnDaemonTest {
  protected:
   static constexpr int kPool = 2;
 
-  void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << "needs root: airlockd runs sandboxes";
-    auto d = TestDaemon::Start({.extra_args = {"--warm-pool", std::to_string(kPool)}});
-    ASSERT_TRUE(d.ok()) << d.status();
-    daemon_ = *std::move(d);
-    auto key = daemon_->CreateKey("pool-user");
-    ASSERT_TRUE(key.ok()) << key.status();
-    key_ = *key;
-  }
-  Api api() { return Api(daemon_.get(), key_); }
-  static std::string Sb(const std::string& id, std::string_view rest = "") {
-    return fmt::format("/v1/sandboxes/{}{}", id, rest);
+  testing::TestDaemonOptions DaemonOptions() const override {
+    return {.extra_args = {"--warm-pool", std::to_string(kPool)}};
   }
 
   // A counter or gauge from /metrics (-1 when absent), e.g.
@@ -1135,9 +1131,6 @@ class DaemonWarmPoolTest : public ::testing::Test {
     }
     return ids;
   }
-
-  std::unique_ptr<TestDaemon> daemon_;
-  std::string key_;
 };
 
 // A create of the pool's spec is handed a sandbox the pool started: already Running, with its

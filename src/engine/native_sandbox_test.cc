@@ -16,6 +16,14 @@
 namespace airlock::engine {
 namespace {
 
+// Writes `content` to `path` in the sandbox through the file API (parents made).
+absl::Status PutFile(NativeSandbox& sb, const std::string& path, const std::string& content) {
+  ASSIGN_OR_RETURN(auto t, sb.WriteFileInto(path, 0644, 1 << 20, true));
+  absl::Status written = WriteAll(t->fd(), content);
+  absl::Status finished = t->Finish().status();
+  return finished.ok() ? written : finished;  // a refusal closes the pipe: its reason wins
+}
+
 // Every test runs without a supervisor, under notify and under ptrace.
 class NativeSandboxTest : public testing::SupervisedSandboxTest {};
 
@@ -613,11 +621,8 @@ TEST_F(CommandCgroupTest, CommandsAndFileWorkersInheritExactlyTheProfileFilter) 
   EXPECT_NE(ns->stderr_preview.find("unshare failed: Operation not permitted"), std::string::npos)
       << ns->stderr_preview;
   // File operations run in a worker forked by airlock-init, now under the filter too.
-  auto w = sb->WriteFileInto("/sandbox/tmp/f", 0644, 1 << 20, false);
-  ASSERT_TRUE(w.ok()) << w.status();
-  ASSERT_EQ(::write((*w)->fd(), "x", 1), 1);
-  EXPECT_TRUE((*w)->Finish().ok());
-  w->reset();
+  absl::Status put = PutFile(*sb, "/sandbox/tmp/f", "x");
+  ASSERT_TRUE(put.ok()) << put;
   auto read = sb->Exec({.argv = {"cat", "/sandbox/tmp/f"}}, {});
   ASSERT_TRUE(read.ok());
   EXPECT_EQ(read->stdout_preview, "x");
@@ -706,12 +711,6 @@ class SandboxFilesTest : public testing::SandboxTest {
   // closed) is EPIPE, not a signal that ends the process.
   static void SetUpTestSuite() { ::signal(SIGPIPE, SIG_IGN); }
 
-  static absl::Status Put(NativeSandbox& sb, const std::string& path, const std::string& content) {
-    ASSIGN_OR_RETURN(auto t, sb.WriteFileInto(path, 0644, 1 << 20, true));
-    absl::Status written = WriteAll(t->fd(), content);
-    absl::Status finished = t->Finish().status();
-    return finished.ok() ? written : finished;  // a refusal closes the pipe: its reason wins
-  }
   static absl::StatusOr<std::string> Get(NativeSandbox& sb, const std::string& path) {
     ASSIGN_OR_RETURN(auto t, sb.ReadFileFrom(path, 1 << 20));
     std::string out;
@@ -726,7 +725,7 @@ class SandboxFilesTest : public testing::SandboxTest {
 TEST_F(SandboxFilesTest, FilesGoInAndOutAsTheSandboxUser) {
   auto sb = Create(TestSpec());
   ASSERT_NE(sb, nullptr);
-  ASSERT_TRUE(Put(*sb, "/sandbox/workspace/src/main.py", "print('hi')\n").ok());
+  ASSERT_TRUE(PutFile(*sb, "/sandbox/workspace/src/main.py", "print('hi')\n").ok());
   auto r = sb->Exec({.argv = {"/bin/sh", "-c",
                               "python3 src/main.py; stat -c %u src/main.py; "
                               "echo made > /sandbox/artifacts/out.txt"}},
@@ -766,18 +765,18 @@ TEST_F(SandboxFilesTest, FileApiStaysInsideTheFileAreas) {
         "/sandbox/tools/airlock-init", "/sandbox/workspace/../control/spec.json", "relative.txt"}) {
     EXPECT_EQ(Get(*sb, path).status().code(), absl::StatusCode::kPermissionDenied) << path;
   }
-  EXPECT_EQ(Put(*sb, "/sandbox/workspace/etc/evil", "x").code(),
+  EXPECT_EQ(PutFile(*sb, "/sandbox/workspace/etc/evil", "x").code(),
             absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(sb->ListFiles("/sandbox/workspace/etc").status().code(),
             absl::StatusCode::kPermissionDenied);
-  EXPECT_EQ(Put(*sb, "/usr/bin/evil", "x").code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(PutFile(*sb, "/usr/bin/evil", "x").code(), absl::StatusCode::kPermissionDenied);
   DestroyAndCheckGone(std::move(sb));
 }
 
 TEST_F(SandboxFilesTest, AbandonedAndOversizedWritesLeaveTheOldFile) {
   auto sb = Create(TestSpec());
   ASSERT_NE(sb, nullptr);
-  ASSERT_TRUE(Put(*sb, "/sandbox/workspace/f", "old").ok());
+  ASSERT_TRUE(PutFile(*sb, "/sandbox/workspace/f", "old").ok());
   {
     auto t = sb->WriteFileInto("/sandbox/workspace/f", 0644, 1 << 20, false);
     ASSERT_TRUE(t.ok());
