@@ -139,7 +139,7 @@ std::vector<std::vector<uint8_t>> g_types;
 
 LinearMemory::~LinearMemory() {
   if (memory_.data != nullptr) ::munmap(memory_.data, reserved_);
-  if (scratch_ != nullptr) ::munmap(scratch_, kHugePage);
+  if (scratch_ != nullptr) ::munmap(scratch_, scratch_size_);
 }
 
 absl::Status LinearMemory::Allocate(uint32_t initial_pages, uint32_t max_pages) {
@@ -198,26 +198,32 @@ void LinearMemory::PreferHugePages() {
   // interrupt check, on its thread).
   const size_t used = memory_.size & ~(kHugePage - 1);
   if (used == 0 || ::madvise(memory_.data, used, MADV_COLLAPSE) == 0) return;
+  // One mapping for the copies and mincore's answer, owned by the memory: a watchdog's Revoke
+  // during the copy unwinds past this frame, and the destructor then frees it.
   constexpr size_t kPage = 4096;
-  std::vector<unsigned char> resident(used / kPage);
-  if (::mincore(memory_.data, used, resident.data()) != 0) return;
-  if (scratch_ == nullptr) {
-    void* m =
-        ::mmap(nullptr, kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) return;
-    scratch_ = static_cast<uint8_t*>(m);
-  }
+  scratch_size_ = kHugePage + ((used / kPage + kPage - 1) & ~(kPage - 1));
+  void* m =
+      ::mmap(nullptr, scratch_size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return;
+  scratch_ = static_cast<uint8_t*>(m);
+  unsigned char* resident = scratch_ + kHugePage;
   constexpr size_t kPerRegion = kHugePage / kPage;
-  for (size_t region = 0; region < used / kHugePage; ++region) {
-    const unsigned char* in = resident.data() + region * kPerRegion;
-    if (std::none_of(in, in + kPerRegion, [](unsigned char r) { return (r & 1) != 0; })) continue;
-    uint8_t* at = memory_.data + region * kHugePage;
-    std::memcpy(scratch_, at, kHugePage);
-    if (::madvise(at, kHugePage, MADV_DONTNEED) != 0) return;  // nothing dropped: all stays
-    for (size_t page = 0; page < kPerRegion; ++page) {
-      if ((in[page] & 1) != 0) std::memcpy(at + page * kPage, scratch_ + page * kPage, kPage);
+  if (::mincore(memory_.data, used, resident) == 0) {
+    for (size_t region = 0; region < used / kHugePage; ++region) {
+      const unsigned char* in = resident + region * kPerRegion;
+      if (std::none_of(in, in + kPerRegion, [](unsigned char r) { return (r & 1) != 0; })) {
+        continue;
+      }
+      uint8_t* at = memory_.data + region * kHugePage;
+      std::memcpy(scratch_, at, kHugePage);
+      if (::madvise(at, kHugePage, MADV_DONTNEED) != 0) break;  // nothing dropped: all stays
+      for (size_t page = 0; page < kPerRegion; ++page) {
+        if ((in[page] & 1) != 0) std::memcpy(at + page * kPage, scratch_ + page * kPage, kPage);
+      }
     }
   }
+  ::munmap(scratch_, scratch_size_);  // done: its pages would stay resident for nothing
+  scratch_ = nullptr;
 }
 
 void LinearMemory::Revoke() {

@@ -62,7 +62,8 @@ class LinearMemory {
   wasm_rt_memory_t memory_{};
   size_t reserved_ = 0;
   bool huge_pages_ = false;
-  uint8_t* scratch_ = nullptr;  // 2 MiB, for PreferHugePages' copies
+  uint8_t* scratch_ = nullptr;  // PreferHugePages' copies, while it runs
+  size_t scratch_size_ = 0;
 };
 
 // Runs fn(arg) as guest code on this thread: a trap inside it (out-of-bounds access, unreachable,
