@@ -37,7 +37,12 @@ struct Writer {
   explicit Writer(bool raw, Compression compression) : a(archive_write_new()) {
     Check(a, raw ? archive_write_set_format_raw(a) : archive_write_set_format_pax_restricted(a),
           "format");
-    if (compression == Compression::kGzip) Check(a, archive_write_add_filter_gzip(a), "gzip");
+    if (compression == Compression::kGzip) {
+      Check(a, archive_write_add_filter_gzip(a), "gzip");
+      // No time in the gzip header: the same layer built twice must have the same digest (it
+      // differed when the clock crossed a second between the two).
+      Check(a, archive_write_set_filter_option(a, "gzip", "timestamp", nullptr), "gzip timestamp");
+    }
     if (compression == Compression::kZstd) Check(a, archive_write_add_filter_zstd(a), "zstd");
     // Layers are streams; no padding of the last block to 10 KiB.
     Check(a, archive_write_set_bytes_in_last_block(a, 1), "block");
