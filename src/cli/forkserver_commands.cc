@@ -139,8 +139,10 @@ void AddForkServerCommands(CLI::App& app, int* exit_code) {
       "forkserver", "Serve code from a preloaded zygote: every request runs in a fresh sandbox");
   fs->require_subcommand(0, 1);
   AddSpecFlags(fs, &serve->spec);
-  fs->add_option("--template", serve->template_name, "The zygote's template (python)");
-  fs->add_option("--preload", serve->preload, "Code the zygote runs once, e.g. 'import numpy'");
+  fs->add_option("--template", serve->template_name, "The zygote's template: python or node");
+  fs->add_option(
+      "--preload", serve->preload,
+      "Code the zygote runs once: 'import numpy' (python), \"require('lodash')\" (node)");
   fs->add_option("--socket", serve->socket, "Unix socket to serve on");
   fs->add_option("--socket-mode", serve->socket_mode, "The socket's mode (octal, default 0600)");
   fs->add_option("--socket-group", serve->socket_group,
@@ -156,7 +158,7 @@ void AddForkServerCommands(CLI::App& app, int* exit_code) {
 
   CLI::App* r = fs->add_subcommand("run", "Run code on a fork-server and print its output");
   r->add_option("--socket", run->socket, "The fork-server's socket")->required();
-  r->add_option("--template", run->template_name, "The template (python)");
+  r->add_option("--template", run->template_name, "The template: python or node");
   r->add_option("--timeout", run->timeout, "Timeout, e.g. 10s (default: the server's spec)");
   r->add_flag("--json", run->json, "Print the CommandResult as JSON");
   r->add_option("code", run->code, "The code (after --)")->required();

@@ -1,10 +1,15 @@
 #include "engine/fork_worker.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <linux/sched.h>
 #include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
+#include <string>
 
 #include "common/status.h"
 #include "engine/internal/plan.h"
@@ -24,18 +29,71 @@ absl::StatusOr<int> ThreadCount() {
   return n;
 }
 
-absl::StatusOr<ForkedWorker> ForkWorker(std::string_view plan, const int* fds, int nfds) {
+namespace {
+
+// Whether the thread `tid` of this process is blocked in a wait that holds no lock: a futex wait
+// (a condition variable or semaphore; the mutex of a condition wait is released) or epoll. Its
+// state and the system call it is blocked in come from /proc ("running" while it runs).
+bool Parked(const char* tid) {
+  std::string path = fmt::format("/proc/self/task/{}/syscall", tid);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[32] = {};
+  ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
+  ::close(fd);
+  if (n <= 0 || buf[0] < '0' || buf[0] > '9') return false;
+  long nr = std::strtol(buf, nullptr, 10);
+  return nr == SYS_futex || nr == SYS_epoll_pwait || nr == SYS_epoll_pwait2
+#ifdef SYS_epoll_wait
+         || nr == SYS_epoll_wait
+#endif
+      ;
+}
+
+// Every thread but the caller's is parked; tries a few times, a helper may be between waits.
+absl::Status CheckHelpersParked() {
+  pid_t self = static_cast<pid_t>(::syscall(SYS_gettid));
+  std::string busy;
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    if (attempt > 0) ::usleep(500);
+    busy.clear();
+    DIR* dir = ::opendir("/proc/self/task");
+    if (dir == nullptr) return ErrnoStatus(errno, "open /proc/self/task");
+    while (struct dirent* e = ::readdir(dir)) {
+      if (e->d_name[0] == '.' || std::atoi(e->d_name) == self) continue;
+      if (!Parked(e->d_name)) busy = e->d_name;
+    }
+    ::closedir(dir);
+    if (busy.empty()) return absl::OkStatus();
+  }
+  return FailedPrecondition(fmt::format(
+      "the zygote's helper thread {} is not parked in a wait; a worker forked now could inherit a "
+      "lock it holds",
+      busy));
+}
+
+}  // namespace
+
+absl::StatusOr<ForkedWorker> ForkWorker(std::string_view plan, const int* fds, int nfds,
+                                        int threads) {
   internal::WorkerPlan worker;
   if (!internal::DecodeWorkerPlan(plan, fds, nfds, &worker)) {
     return InvalidArgument("worker plan: malformed");
   }
-  ASSIGN_OR_RETURN(int threads, ThreadCount());
-  if (threads != 1) {
+  ASSIGN_OR_RETURN(int running, ThreadCount());
+  if (threads == 1 && running != 1) {
     return FailedPrecondition(fmt::format(
         "the zygote has {} threads; it must be single-threaded when it forks (a library started "
         "a thread: set OPENBLAS_NUM_THREADS=1, OMP_NUM_THREADS=1, or do not preload it)",
-        threads));
+        running));
   }
+  if (running != threads) {
+    return FailedPrecondition(fmt::format(
+        "the zygote has {} threads where its runtime keeps {}; a preloaded module started "
+        "threads (a thread pool, worker threads), and a worker forked now would lack them",
+        running, threads));
+  }
+  if (threads > 1) RETURN_IF_ERROR(CheckHelpersParked());
   int pidfd = -1;
   struct clone_args args = {};
   args.flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC |

@@ -26,10 +26,16 @@ struct ForkedWorker {
 // is contained (stdio on its pipes, every other descriptor closed, seccomp on): the caller then
 // runs the code and exits. A failed containment step is reported to the host and the worker
 // _exits; it never returns.
-// Errors: a malformed plan (InvalidArgument); a caller with more than one thread
-// (FailedPrecondition: a fork copies only the calling thread, and a lock another thread held
-// would stay locked forever in the worker); clone3's errno.
-absl::StatusOr<ForkedWorker> ForkWorker(std::string_view plan, const int* fds, int nfds);
+//
+// A fork copies only the calling thread: a lock another thread holds stays locked forever in the
+// worker. So the caller must be single-threaded (`threads` = 1), or declare the idle helper
+// threads its runtime keeps (`threads` = 1 + their number; node's platform threads): there must
+// be exactly that many, and every other thread must be parked in a wait (futex, epoll) when the
+// worker is cloned, holding no lock the worker could need.
+// Errors: a malformed plan (InvalidArgument); another number of threads, or a helper thread not
+// parked (FailedPrecondition); clone3's errno.
+absl::StatusOr<ForkedWorker> ForkWorker(std::string_view plan, const int* fds, int nfds,
+                                        int threads = 1);
 
 // The number of threads of the calling process (/proc/self/task), or an error.
 absl::StatusOr<int> ThreadCount();

@@ -398,5 +398,145 @@ TEST_F(ForkServerTest, NetworkProfilesOtherThanNoneAreRefused) {
   EXPECT_THAT(std::string(s.status().message()), HasSubstr("no egress path"));
 }
 
+// The Node template: node's own zygote (bin/airlock-zygote-node), the same server and sandboxes.
+class NodeForkServerTest : public ForkServerTest {
+ protected:
+  ForkServerOptions NodeOptions(spec::SandboxSpec spec = TestSpec()) {
+    ForkServerOptions o = Options(std::move(spec));
+    o.template_name = "node";
+    o.preload = "globalThis.preloaded = require('zlib').constants.Z_BEST_COMPRESSION";
+    o.zygote_path = AIRLOCK_TEST_NODE_ZYGOTE;
+    return o;
+  }
+
+  CommandResult RunNode(const std::string& code,
+                        std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
+    auto r = forkserver::Run(dir_ + "/fs.sock",
+                             {.template_name = "node", .code = code, .timeout = timeout});
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : CommandResult{};
+  }
+};
+
+TEST_F(NodeForkServerTest, RunsCodeAsNodeDashE) {
+  StartServer(NodeOptions());
+  CommandResult hello = RunNode(
+      "console.log('hello', preloaded, typeof require, __filename, process.argv.length)\n"
+      "console.error('warn')");
+  EXPECT_EQ(hello.classification, Classification::kOk) << hello.stderr_preview;
+  EXPECT_EQ(hello.stdout_preview, "hello 9 function [eval] 1\n");
+  EXPECT_EQ(hello.stderr_preview, "warn\n");
+  EXPECT_GT(hello.usage.memory_peak_bytes, 0);
+  // Asynchronous work (a timer, a file read on libuv's pool, which the worker starts for itself)
+  // finishes before the worker ends, and process.exitCode is its exit code.
+  CommandResult async = RunNode(
+      "setTimeout(() => { console.log('timer'); process.exitCode = 4 }, 100)\n"
+      "require('fs').promises.readFile('/etc/hostname', 'utf8').then(d => console.log('read'))");
+  EXPECT_EQ(async.stdout_preview, "read\ntimer\n") << async.stderr_preview;
+  EXPECT_EQ(async.exit_code, 4);
+  // process.exit's code, after the 'exit' listeners (which may change it).
+  CommandResult exit7 = RunNode(
+      "process.on('exit', c => { console.log('exit listener', c); process.exitCode = 7 })\n"
+      "process.exit(3)");
+  EXPECT_EQ(exit7.stdout_preview, "exit listener 3\n");
+  EXPECT_EQ(exit7.exit_code, 7);
+  // An uncaught exception and an unhandled rejection: 1, the error on stderr.
+  CommandResult thrown = RunNode("throw new Error('boom')");
+  EXPECT_EQ(thrown.exit_code, 1);
+  EXPECT_THAT(thrown.stderr_preview, HasSubstr("Error: boom"));
+  EXPECT_THAT(thrown.stderr_preview, HasSubstr("[eval]:1"));
+  CommandResult rejected = RunNode("Promise.reject(new Error('later'))");
+  EXPECT_EQ(rejected.exit_code, 1);
+  EXPECT_THAT(rejected.stderr_preview, HasSubstr("Error: later"));
+}
+
+TEST_F(NodeForkServerTest, WorkersShareNoStateAndDrawTheirOwnRandomness) {
+  StartServer(NodeOptions());
+  // The first worker changes a preloaded module, the global object and files; the second sees
+  // none of it. Each is pid 1, in the spec's working directory and environment, and draws its own
+  // random numbers (Math.random's and OpenSSL's state would otherwise be the zygote's).
+  const std::string code =
+      "const fs = require('fs'), zlib = require('zlib')\n"
+      "console.log(process.pid, process.cwd(), process.env.HOME, zlib.marker, "
+      "globalThis.first, fs.existsSync('/sandbox/tmp/x'))\n"
+      "zlib.marker = 1; globalThis.first = 1; fs.writeFileSync('/sandbox/tmp/x', '1')\n"
+      "console.log(Math.random(), require('crypto').randomBytes(8).toString('hex'))";
+  CommandResult a = RunNode(code);
+  CommandResult b = RunNode(code);
+  const std::string fresh = "1 /sandbox/workspace /sandbox/home undefined undefined false\n";
+  ASSERT_THAT(a.stdout_preview, ::testing::StartsWith(fresh)) << a.stderr_preview;
+  ASSERT_THAT(b.stdout_preview, ::testing::StartsWith(fresh)) << b.stderr_preview;
+  EXPECT_NE(a.stdout_preview.substr(fresh.size()), b.stdout_preview.substr(fresh.size()));
+}
+
+TEST_F(NodeForkServerTest, WorkerCannotReachTheZygoteTheHostOrTheNetwork) {
+  StartServer(NodeOptions());
+  // Attacks: signal the zygote by its host pid (no such process in the worker's namespace),
+  // read the host's password hashes (an empty file), write to the read-only root, connect
+  // outside with network profile none (no route).
+  CommandResult r = RunNode(fmt::format(
+      "const fs = require('fs')\n"
+      "try {{ process.kill({}, 0) }} catch (e) {{ console.log('kill', e.code) }}\n"
+      "console.log('shadow', JSON.stringify(fs.readFileSync('/etc/shadow', 'utf8')))\n"
+      "try {{ fs.writeFileSync('/usr/x', '1') }} catch (e) {{ console.log('write', e.code) }}\n"
+      "require('net').connect(53, '8.8.8.8').on('error', e => console.log('connect', e.code))",
+      server_->zygote_pid()));
+  EXPECT_EQ(r.stdout_preview, "kill ESRCH\nshadow \"\"\nwrite EROFS\nconnect ENETUNREACH\n")
+      << r.stderr_preview;
+}
+
+TEST_F(NodeForkServerTest, CrashTimeoutAndMemoryLimitAreClassified) {
+  spec::SandboxSpec spec = TestSpec();
+  spec.resources.memory_mb = 96;
+  StartServer(NodeOptions(spec));
+  pid_t zygote = server_->zygote_pid();
+  // A crash: node aborts. The worker is pid 1 of its namespace, which ignores its own SIGABRT;
+  // glibc's abort then ends it by a fault.
+  CommandResult crash = RunNode("console.log('before'); process.abort()");
+  EXPECT_EQ(crash.signal, SIGSEGV);
+  EXPECT_EQ(crash.stdout_preview, "before\n");
+  EXPECT_EQ(crash.classification, Classification::kExitNonzero);
+  CommandResult spin =
+      RunNode("console.log('start'); for (;;) {}", std::chrono::milliseconds(1000));
+  EXPECT_EQ(spin.classification, Classification::kCommandTimeout);
+  EXPECT_EQ(spin.stdout_preview, "start\n");
+  CommandResult big = RunNode("const b = Buffer.alloc(512 << 20, 1); console.log('survived')");
+  EXPECT_EQ(big.classification, Classification::kResourceExhaustedMemory) << big.stderr_preview;
+  EXPECT_EQ(big.stdout_preview, "");
+  // None of it reached the zygote.
+  EXPECT_EQ(server_->zygote_pid(), zygote);
+  EXPECT_EQ(server_->zygote_starts(), 1);
+  EXPECT_EQ(RunNode("console.log(6 * 7)").stdout_preview, "42\n");
+}
+
+TEST_F(NodeForkServerTest, KilledZygoteIsRecreated) {
+  StartServer(NodeOptions());
+  pid_t zygote = server_->zygote_pid();
+  ASSERT_EQ(kill(zygote, SIGKILL), 0);
+  CommandResult r = RunNode("console.log('again', preloaded)");
+  EXPECT_EQ(r.stdout_preview, "again 9\n") << r.stderr_preview;
+  EXPECT_EQ(server_->zygote_starts(), 2);
+}
+
+TEST_F(NodeForkServerTest, PreloadThatStartsThreadsIsRefused) {
+  // An asynchronous file read starts libuv's thread pool in the zygote: a worker forked beside
+  // it would inherit a pool whose threads it does not have.
+  ForkServerOptions o = NodeOptions();
+  o.preload = "require('fs').readFile('/etc/hostname', () => {})";
+  auto s = ForkServer::Start(std::move(o));
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
+  // The same read done synchronously starts no thread, and is a fine preload.
+  ForkServerOptions sync = NodeOptions();
+  sync.preload = "globalThis.preloaded = require('fs').readFileSync('/etc/hostname').length";
+  StartServer(std::move(sync));
+  EXPECT_EQ(RunNode("console.log(preloaded > 0)").stdout_preview, "true\n");
+  server_.reset();
+  ForkServerOptions bad = NodeOptions();
+  bad.preload = "require('no-such-module')";
+  auto failed = ForkServer::Start(std::move(bad));
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
 }  // namespace
 }  // namespace airlock::forkserver

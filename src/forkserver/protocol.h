@@ -31,7 +31,7 @@ inline constexpr size_t kMaxRequestBytes = 2 << 20;  // a request frame's payloa
 inline constexpr int64_t kMaxTimeoutSeconds = 3600;  // a request's timeout
 
 struct RunRequest {
-  std::string template_name;  // "python"; must be the server's template
+  std::string template_name;  // "python" or "node"; must be the server's template
   std::string code;           // UTF-8 source, run as __main__
   // Empty: the spec's resources.commandTimeoutSeconds.
   std::optional<std::chrono::milliseconds> timeout;

@@ -62,7 +62,7 @@ absl::StatusOr<std::unique_ptr<ForkServer>> ForkServer::Start(ForkServerOptions 
   for (const char* t : kTemplates) known |= options.template_name == t;
   if (!known) {
     return InvalidArgument(
-        fmt::format("template \"{}\" is unknown (known: python)", options.template_name));
+        fmt::format("template \"{}\" is unknown (known: python, node)", options.template_name));
   }
   if (options.cgroups == nullptr) return InvalidArgument("fork-server options: no cgroup driver");
   RETURN_IF_ERROR(engine::ForkedSandbox::CheckSpec(options.spec), "spec");

@@ -39,7 +39,7 @@
 namespace airlock::forkserver {
 
 // The templates a fork-server can serve.
-inline constexpr const char* kTemplates[] = {"python"};
+inline constexpr const char* kTemplates[] = {"python", "node"};
 
 struct ForkServerOptions {
   std::string template_name = "python";

@@ -1,0 +1,102 @@
+// airlock-zygote-node: the fork-server's Node template. Started by the fork-server (never by hand)
+// with its socket on fd 3. Loads the addon (zygote_node.cc: why forking node is sound), runs the
+// preload (`--preload "require('lodash')"`) once, says ready, and serves fork requests. serve()
+// returns only in a worker, contained in its fresh sandbox: the code then runs as `node -e CODE`
+// would run it, sharing the zygote's heap copy-on-write, and the worker ends like `node -e`: exit
+// code 0, process.exitCode, process.exit's code, or 1 after an uncaught exception (printed on
+// stderr). The launcher (zygote_node.sh.in) runs node with --single-threaded --v8-pool-size=1,
+// which keep its helper threads idle (see the addon).
+'use strict';
+
+const zygote = require(`${__dirname}/airlock-zygote-node.node`);
+// What every worker uses, loaded once here.
+const crypto = require('crypto');
+const Module = require('module');
+const path = require('path');
+const vm = require('vm');
+
+const args = process.argv.slice(2);
+let preload = '';
+for (let i = 0; i < args.length; ++i) {
+  if (args[i] === '--preload' && i + 1 < args.length) {
+    preload = args[++i];
+  } else {
+    process._rawDebug(`airlock-zygote-node: unknown argument ${args[i]}`);
+    process.exit(2);
+  }
+}
+
+// Runs `code` as `node -e` runs it: in the global scope, with require, module, exports,
+// __filename and __dirname for a module named `name` in the current directory.
+function evalAsScript(code, name) {
+  const filename = path.join(process.cwd(), name);
+  const module = new Module(name, null);
+  module.filename = filename;
+  module.paths = Module._nodeModulePaths(process.cwd());
+  Object.assign(globalThis, {
+    module,
+    exports: module.exports,
+    require: Module.createRequire(filename),
+    __filename: name,
+    __dirname: '.',
+  });
+  return vm.runInThisContext(code, { filename: name, displayErrors: true });
+}
+
+// Math.random's state is the zygote's in every worker; each worker draws a new seed. The
+// generator is xoshiro128** (V8's own is xorshift128+); 53 random bits per number.
+function reseedMathRandom() {
+  const s = crypto.getRandomValues(new Uint32Array(4));
+  if ((s[0] | s[1] | s[2] | s[3]) === 0) s[0] = 1;
+  const next = () => {
+    const rotl = (x, k) => (x << k) | (x >>> (32 - k));
+    const result = Math.imul(rotl(Math.imul(s[1], 5), 7), 9) >>> 0;
+    const t = s[1] << 9;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 11);
+    return result;
+  };
+  Object.defineProperty(Math, 'random', {
+    value: function random() {
+      return ((next() >>> 5) * 67108864 + (next() >>> 6)) / 9007199254740992;
+    },
+    writable: true,
+    configurable: true,
+    enumerable: false,
+  });
+}
+
+function startWorker(request) {
+  for (const name of Object.keys(process.env)) delete process.env[name];
+  for (const entry of request.env) {
+    const eq = entry.indexOf('=');
+    if (eq > 0) process.env[entry.slice(0, eq)] = entry.slice(eq + 1);
+  }
+  process.chdir(request.cwd);  // node caches the working directory; this renews it
+  Object.defineProperty(process, 'pid', { value: request.pid, enumerable: true, configurable: true });
+  process.argv = [process.argv[0]];
+  process.execArgv = [];
+  reseedMathRandom();
+  // The code the worker ends with is the one the 'exit' listeners leave (they may change it).
+  const emit = process.emit;
+  process.emit = function (event, ...rest) {
+    const result = Reflect.apply(emit, this, [event, ...rest]);
+    if (event === 'exit') zygote.setExitCode(Number(process.exitCode ?? rest[0] ?? 0) | 0);
+    return result;
+  };
+  evalAsScript(request.code, '[eval]');
+}
+
+try {
+  if (preload !== '') evalAsScript(preload, '[preload]');
+  zygote.ready();
+} catch (e) {
+  process._rawDebug(`airlock-zygote-node: the preload failed: ${e && e.stack ? e.stack : e}`);
+  process.exit(3);
+}
+const request = zygote.serve();
+if (request !== undefined) startWorker(request);
