@@ -1,19 +1,20 @@
 // The fork-server against a cold interpreter (issue 4, docs/perf.md "Fork-server"): time from
-// request to first output of a snippet that uses numpy, in a fresh sandbox either way, the two
-// alternated in one run; and the memory of an idle worker next to its zygote's.
+// request to first output of a snippet that uses a preloaded module, in a fresh sandbox either
+// way, the two alternated in one run; and the memory of an idle worker next to its zygote's.
 //
-//   bench/forkserver_bench [--runs N]
+//   bench/forkserver_bench [--runs N] [--template python|node]
 //
-//   fork-server: forkserver::Run on a ForkServer (template python, preload `import numpy`) in
-//                this process: request, fork from the zygote, sandbox setup, the snippet, the
-//                reply with its output (a worker's output arrives with the reply);
-//   cold:        NativeSandbox::Create + Exec(python3 -c SNIPPET) + Destroy, the engine of
+//   fork-server: forkserver::Run on a ForkServer (template python with `import numpy`, or node
+//                with `require('zlib')`) in this process: request, fork from the zygote, sandbox
+//                setup, the snippet, the reply with its output (it arrives with the reply);
+//   cold:        NativeSandbox::Create + Exec(python3 -c / node -e SNIPPET) + Destroy, the engine
+//   of
 //                `airlock run` without the CLI process; "first output" is when its first stdout
 //                bytes reached us (ExecOptions::on_output), "total" when Exec returned.
 // The goal (>= 10x) is checked against cold's first output, the smaller of its two figures.
-// Memory: a worker blocked in time.sleep after using numpy: its PSS, RSS and private pages
-// (/proc/PID/smaps_rollup; what one more idle worker costs is its private part), next to the
-// zygote's PSS and RSS. Needs root and python3-numpy.
+// Memory: a worker blocked in a sleep or timer after using the module: its PSS, RSS and private
+// pages (/proc/PID/smaps_rollup; what one more idle worker costs is its private part), next to
+// the zygote's PSS and RSS. Needs root, and python3-numpy for python.
 #include <dirent.h>
 #include <grp.h>
 #include <signal.h>
@@ -43,7 +44,38 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr const char* kSnippet = "import numpy\nprint(numpy.arange(10).sum(), flush=True)";
+// What is measured for one template.
+struct Template {
+  const char* name;
+  const char* zygote;
+  const char* preload;
+  const char* snippet;
+  const char* output;  // the snippet's stdout
+  std::vector<std::string> cold_argv;
+  const char* idle;  // uses the module, then waits a minute
+};
+
+Template PythonTemplate() {
+  const char* snippet = "import numpy\nprint(numpy.arange(10).sum(), flush=True)";
+  return {"python",
+          AIRLOCK_BENCH_ZYGOTE,
+          "import numpy",
+          snippet,
+          "45\n",
+          {"python3", "-c", snippet},
+          "import numpy, time\nx = numpy.arange(1000).sum()\ntime.sleep(60)"};
+}
+
+Template NodeTemplate() {
+  const char* snippet = "console.log(require('zlib').deflateSync(Buffer.alloc(1000)).length)";
+  return {"node",
+          AIRLOCK_BENCH_NODE_ZYGOTE,
+          "require('zlib')",
+          snippet,
+          "17\n",
+          {"node", "-e", snippet},
+          "require('zlib').deflateSync(Buffer.alloc(1000)); setTimeout(() => {}, 60000)"};
+}
 
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
@@ -96,8 +128,18 @@ std::vector<pid_t> Children(pid_t except) {
 
 int Main(int argc, char** argv) {
   int runs = 20;
+  Template t = PythonTemplate();
   for (int i = 1; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], "--runs") == 0) runs = std::atoi(argv[++i]);
+    if (std::strcmp(argv[i], "--runs") == 0) {
+      runs = std::atoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--template") == 0) {
+      std::string name = argv[++i];
+      if (name != "python" && name != "node") {
+        std::fprintf(stderr, "forkserver_bench: --template %s: python or node\n", name.c_str());
+        return 2;
+      }
+      if (name == "node") t = NodeTemplate();
+    }
   }
   if (geteuid() != 0) {
     std::fprintf(stderr, "forkserver_bench: needs root\n");
@@ -117,9 +159,9 @@ int Main(int argc, char** argv) {
   spec.resources.memory_mb = 1024;
 
   forkserver::ForkServerOptions options;
-  options.template_name = "python";
-  options.preload = "import numpy";
-  options.zygote_path = AIRLOCK_BENCH_ZYGOTE;
+  options.template_name = t.name;
+  options.preload = t.preload;
+  options.zygote_path = t.zygote;
   options.socket_path = dir + "/fs.sock";
   options.spec = spec;
   options.cgroups = cgroups->get();
@@ -135,9 +177,9 @@ int Main(int argc, char** argv) {
   std::vector<double> fs_ms, cold_first_ms, cold_total_ms;
   for (int i = 0; i < runs + 1; ++i) {  // the first round warms caches and is not counted
     auto t0 = Clock::now();
-    auto r = forkserver::Run(options.socket_path, {.template_name = "python", .code = kSnippet});
+    auto r = forkserver::Run(options.socket_path, {.template_name = t.name, .code = t.snippet});
     double fs = Ms(Clock::now() - t0);
-    if (!r.ok() || r->stdout_preview != "45\n") {
+    if (!r.ok() || r->stdout_preview != t.output) {
       std::fprintf(stderr, "fork-server run failed: %s\n",
                    r.ok() ? r->stderr_preview.c_str() : std::string(r.status().message()).c_str());
       return 1;
@@ -157,10 +199,10 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr, "cold: %s\n", std::string(sandbox.status().message()).c_str());
       return 1;
     }
-    auto c = (*sandbox)->Exec({.argv = {"python3", "-c", kSnippet}}, exec);
+    auto c = (*sandbox)->Exec({.argv = t.cold_argv}, exec);
     double cold_total = Ms(Clock::now() - t1);
     (void)(*sandbox)->Destroy();
-    if (!c.ok() || c->stdout_preview != "45\n" || !first) {
+    if (!c.ok() || c->stdout_preview != t.output || !first) {
       std::fprintf(stderr, "cold run failed: %s\n",
                    c.ok() ? c->stderr_preview.c_str() : std::string(c.status().message()).c_str());
       return 1;
@@ -171,10 +213,10 @@ int Main(int argc, char** argv) {
     cold_total_ms.push_back(cold_total);
   }
   double fs_med = Percentile(fs_ms, 0.5), cold_med = Percentile(cold_first_ms, 0.5);
-  std::printf(
-      "fork-server vs cold python3 in a fresh sandbox, snippet: import numpy; print(...)\n");
-  std::printf("runs: %d alternated (after one warm-up round); zygote start with numpy: %.1f ms\n",
-              runs, zygote_ms);
+  std::printf("fork-server vs cold %s in a fresh sandbox, snippet: %s\n", t.cold_argv[0].c_str(),
+              t.snippet);
+  std::printf("runs: %d alternated (after one warm-up round); zygote start (preload %s): %.1f ms\n",
+              runs, t.preload, zygote_ms);
   std::printf("%-34s %10s %10s\n", "", "median ms", "p99 ms");
   std::printf("%-34s %10.1f %10.1f\n", "fork-server request -> reply", fs_med,
               Percentile(fs_ms, 0.99));
@@ -185,16 +227,14 @@ int Main(int argc, char** argv) {
   std::printf("speed-up (cold first output / fork-server): %.1fx (goal >= 10x)\n",
               cold_med / fs_med);
 
-  // An idle worker: numpy used, blocked in sleep. The request runs on a thread; we find the
-  // worker among our children and read its memory once it said ready.
+  // An idle worker: the module used, blocked in a sleep or timer. The request runs on a thread; we
+  // find the worker among our children and read its memory once it said ready.
   pid_t zygote = (*server)->zygote_pid();
   std::atomic<bool> done{false};
   std::thread client([&] {
     (void)forkserver::Run(
         options.socket_path,
-        {.template_name = "python",
-         .code = "import numpy, time\nx = numpy.arange(1000).sum()\ntime.sleep(60)",
-         .timeout = std::chrono::seconds(120)});
+        {.template_name = t.name, .code = t.idle, .timeout = std::chrono::seconds(120)});
     done = true;
   });
   pid_t worker = -1;
@@ -208,10 +248,10 @@ int Main(int argc, char** argv) {
     Memory w = MemoryOf(worker);
     Memory z = MemoryOf(zygote);
     std::printf(
-        "idle worker (numpy used, in time.sleep): PSS %.1f MiB, RSS %.1f MiB, private %.1f MiB\n",
+        "idle worker (module used, waiting): PSS %.1f MiB, RSS %.1f MiB, private %.1f MiB\n",
         w.pss / 1024.0, w.rss / 1024.0, w.private_kb / 1024.0);
-    std::printf("zygote (preload import numpy):           PSS %.1f MiB, RSS %.1f MiB\n",
-                z.pss / 1024.0, z.rss / 1024.0);
+    std::printf("zygote (preload %s): PSS %.1f MiB, RSS %.1f MiB\n", t.preload, z.pss / 1024.0,
+                z.rss / 1024.0);
     kill(worker, SIGKILL);
   } else {
     std::printf("idle worker: not found\n");

@@ -14,6 +14,10 @@ const crypto = require('crypto');
 const Module = require('module');
 const path = require('path');
 const vm = require('vm');
+// Loaded here too, compiled once rather than in every worker: what a worker's first console.log
+// on its pipes needs.
+require('net');
+require('tty');
 
 const args = process.argv.slice(2);
 let preload = '';
@@ -46,7 +50,7 @@ function evalAsScript(code, name) {
 // Math.random's state is the zygote's in every worker; each worker draws a new seed. The
 // generator is xoshiro128** (V8's own is xorshift128+); 53 random bits per number.
 function reseedMathRandom() {
-  const s = crypto.getRandomValues(new Uint32Array(4));
+  const s = crypto.randomFillSync(new Uint32Array(4));
   if ((s[0] | s[1] | s[2] | s[3]) === 0) s[0] = 1;
   const next = () => {
     const rotl = (x, k) => (x << k) | (x >>> (32 - k));
