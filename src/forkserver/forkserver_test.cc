@@ -427,6 +427,14 @@ TEST_F(NodeForkServerTest, RunsCodeAsNodeDashE) {
   EXPECT_EQ(hello.stdout_preview, "hello 9 function [eval] 1\n");
   EXPECT_EQ(hello.stderr_preview, "warn\n");
   EXPECT_GT(hello.usage.memory_peak_bytes, 0);
+  // Output is written synchronously to the worker's pipes, however much of it (the streams were
+  // made in the zygote, on /dev/null); neither stream is taken for a terminal.
+  CommandResult big = RunNode(
+      "process.stdout.write('x'.repeat(5 << 20)); console.error(!!process.stdout.isTTY, "
+      "!!process.stderr.isTTY)");
+  EXPECT_EQ(big.stdout_bytes, 5 << 20);
+  EXPECT_EQ(big.stderr_preview, "false false\n");
+  EXPECT_EQ(big.exit_code, 0);
   // Asynchronous work (a timer, a file read on libuv's pool, which the worker starts for itself)
   // finishes before the worker ends, and process.exitCode is its exit code.
   CommandResult async = RunNode(

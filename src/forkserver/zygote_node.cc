@@ -18,6 +18,7 @@
 //   has none, so that would wait forever. A worker ends in Finish instead, from node's exit
 //   callbacks (AtExit, run on every way out once the 'exit' listeners ran) or its process-exit
 //   handler: output closed, the exit code on fd 3 (the status pipe), _exit.
+#include <fcntl.h>
 #include <node.h>
 #include <node_api.h>
 #include <sys/mman.h>
@@ -46,6 +47,7 @@ using internal::ZygoteFrame;
 
 int node_threads = 0;      // the threads node had when this addon loaded: its own
 int worker_exit_code = 0;  // the code the 'exit' event settled on (setExitCode)
+int diagnostics_fd = 2;    // the fork-server's stderr, kept for the zygote's own messages
 
 // Throws a JavaScript Error with `message` and returns undefined.
 napi_value Throw(napi_env env, const std::string& message) {
@@ -207,6 +209,22 @@ napi_value SetExitCode(napi_env env, napi_callback_info info) {
   return nullptr;
 }
 
+// diagnose(text): writes to the fork-server's stderr (the zygote's own stderr is /dev/null).
+napi_value Diagnose(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value arg = nullptr;
+  napi_get_cb_info(env, info, &argc, &arg, nullptr, nullptr);
+  size_t n = 0;
+  if (argc < 1 || napi_get_value_string_utf8(env, arg, nullptr, 0, &n) != napi_ok) {
+    return Throw(env, "diagnose: a string is needed");
+  }
+  std::string text(n, '\0');
+  napi_get_value_string_utf8(env, arg, text.data(), n + 1, &n);
+  text = "airlock-zygote-node: " + text + "\n";
+  (void)!::write(diagnostics_fd, text.data(), text.size());
+  return nullptr;
+}
+
 napi_value Init(napi_env env, napi_value exports) {
   struct stat st;
   if (::fstat(kZygoteFd, &st) != 0 || !S_ISSOCK(st.st_mode)) {
@@ -214,6 +232,16 @@ napi_value Init(napi_env env, napi_value exports) {
                  "fd 3 is not the fork-server's socket; this program is started by "
                  "`airlock forkserver --template node`");
   }
+  // stdout (the fork-server gives /dev/null) and stderr become the same kind of file, so that the
+  // zygote can make and warm up node's streams for them once: a worker's are then ready, and
+  // write synchronously to the pipes the worker gets at those numbers.
+  int null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  int saved = ::fcntl(2, F_DUPFD_CLOEXEC, kZygoteFd + 1);
+  if (null_fd < 0 || saved < 0 || ::dup2(null_fd, 2) < 0) {
+    return Throw(env, std::string("redirect stderr: ") + std::strerror(errno));
+  }
+  ::close(null_fd);
+  diagnostics_fd = saved;
   absl::StatusOr<int> threads = engine::ThreadCount();
   if (!threads.ok()) return Throw(env, std::string(threads.status().message()));
   node_threads = *threads;
@@ -221,8 +249,8 @@ napi_value Init(napi_env env, napi_value exports) {
     const char* name;
     napi_callback fn;
   };
-  for (Function f :
-       {Function{"ready", Ready}, Function{"serve", Serve}, Function{"setExitCode", SetExitCode}}) {
+  for (Function f : {Function{"ready", Ready}, Function{"serve", Serve},
+                     Function{"setExitCode", SetExitCode}, Function{"diagnose", Diagnose}}) {
     napi_value v = nullptr;
     napi_create_function(env, f.name, NAPI_AUTO_LENGTH, f.fn, nullptr, &v);
     napi_set_named_property(env, exports, f.name, v);

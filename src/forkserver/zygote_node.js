@@ -14,10 +14,6 @@ const crypto = require('crypto');
 const Module = require('module');
 const path = require('path');
 const vm = require('vm');
-// Loaded here too, compiled once rather than in every worker: what a worker's first console.log
-// on its pipes needs.
-require('net');
-require('tty');
 
 const args = process.argv.slice(2);
 let preload = '';
@@ -25,7 +21,7 @@ for (let i = 0; i < args.length; ++i) {
   if (args[i] === '--preload' && i + 1 < args.length) {
     preload = args[++i];
   } else {
-    process._rawDebug(`airlock-zygote-node: unknown argument ${args[i]}`);
+    zygote.diagnose(`unknown argument ${args[i]}`);
     process.exit(2);
   }
 }
@@ -97,9 +93,14 @@ function startWorker(request) {
 
 try {
   if (preload !== '') evalAsScript(preload, '[preload]');
+  // A rehearsal of what every worker does, so that V8 compiles it once, here: running code, and
+  // console output (stdout and stderr are /dev/null in the zygote; see the addon).
+  evalAsScript('void 0', '[warm-up]');
+  console.log('');
+  console.error('');
   zygote.ready();
 } catch (e) {
-  process._rawDebug(`airlock-zygote-node: the preload failed: ${e && e.stack ? e.stack : e}`);
+  zygote.diagnose(`the preload failed: ${e && e.stack ? e.stack : e}`);
   process.exit(3);
 }
 const request = zygote.serve();
