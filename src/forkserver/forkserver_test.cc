@@ -517,6 +517,42 @@ TEST_F(NodeForkServerTest, CrashTimeoutAndMemoryLimitAreClassified) {
   EXPECT_EQ(RunNode("console.log(6 * 7)").stdout_preview, "42\n");
 }
 
+TEST_F(NodeForkServerTest, ProgramsThatUseTheRuntimeRunToTheirEnd) {
+  StartServer(NodeOptions());
+  // Each of these once hung or aborted in a forked worker: garbage collection posts tasks for
+  // node's helper threads (node then waited for them at the end of the loop), and child processes,
+  // signal handlers and fetch use libuv's signal lock and the platform's task queues.
+  struct Case {
+    const char* code;
+    const char* output;
+  } cases[] = {
+      {"let a = []; for (let i = 0; i < 2e6; i++) a.push({i}); console.log(a.length)", "2000000\n"},
+      {"console.log(require('child_process').execSync('echo child').toString().trim())", "child\n"},
+      {"process.on('SIGUSR2', () => console.log('signal')); process.kill(process.pid, 'SIGUSR2');"
+       "setTimeout(() => {}, 100)",
+       "signal\n"},
+      {"require('http').createServer((q, r) => r.end('served')).listen(8080, async function () {"
+       "  const r = await fetch('http://127.0.0.1:8080/'); console.log(await r.text());"
+       "  this.close() })",
+       "served\n"},
+      {"import('node:path').then(m => console.log(typeof m.join))", "function\n"},
+      {"process.on('beforeExit', () => { if (!globalThis.again) { globalThis.again = 1;"
+       "  setTimeout(() => console.log('more'), 50) } }); process.on('exit', c => console.log(c));"
+       "process.exitCode = 3",
+       "more\n3\n"},
+      {"try { new (require('worker_threads').Worker)('1', {eval: true}) } catch (e) {"
+       "  console.log(e.code) }",
+       "ERR_AIRLOCK_NO_WORKER_THREADS\n"},
+  };
+  for (const Case& c : cases) {
+    CommandResult r = RunNode(c.code, std::chrono::seconds(20));
+    EXPECT_FALSE(r.timed_out) << c.code;
+    EXPECT_EQ(r.signal, 0) << c.code << "\n" << r.stderr_preview;
+    EXPECT_EQ(r.stdout_preview, c.output) << c.code << "\n" << r.stderr_preview;
+    EXPECT_EQ(r.stderr_preview, "") << c.code;
+  }
+}
+
 TEST_F(NodeForkServerTest, KilledZygoteIsRecreated) {
   StartServer(NodeOptions());
   pid_t zygote = server_->zygote_pid();

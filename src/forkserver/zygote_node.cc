@@ -14,6 +14,14 @@
 //   as io_uring rings, stay out of the worker).
 // - The event loop. The worker gets its own epoll set, wake-up descriptors and signal pipe from
 //   uv_loop_fork (ForkWorker has closed the zygote's), and the loop's clock is brought up to date.
+//   libuv also keeps one pipe for the whole process, the lock of its signal handling (a token byte
+//   in a pipe), which it renews in a forked child from a pthread_atfork handler; clone3 runs no
+//   such handler, so the worker makes a new pipe at the same descriptor numbers itself (without it
+//   the first child process or signal handler a worker sets up aborts it). The zygote's other
+//   descriptors belong to the helper threads' own loops (the platform's delayed-task thread wakes
+//   through an eventfd); the worker puts /dev/null at those numbers, so that a task V8 posts for
+//   a helper thread is dropped instead of making libuv abort on a closed descriptor. Such tasks
+//   (background work V8 schedules for later) never run in a worker.
 // - The end. Node's normal exit disposes its platform, which joins the helper threads: a worker
 //   has none, so that would wait forever. A worker ends in Finish instead, from node's exit
 //   callbacks (AtExit, run on every way out once the 'exit' listeners ran) or its process-exit
@@ -21,16 +29,19 @@
 #include <fcntl.h>
 #include <node.h>
 #include <node_api.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <uv.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "engine/fork_worker.h"
@@ -47,7 +58,10 @@ using internal::ZygoteFrame;
 
 int node_threads = 0;      // the threads node had when this addon loaded: its own
 int worker_exit_code = 0;  // the code the 'exit' event settled on (setExitCode)
-int diagnostics_fd = 2;    // the fork-server's stderr, kept for the zygote's own messages
+int diagnostics_fd = 2;
+int signal_lock[2] = {-1, -1};  // libuv's signal lock pipe: read end, write end
+std::vector<int> zygote_fds;    // the zygote's descriptors above 3 when it last forked    // the
+                                // fork-server's stderr, kept for the zygote's own messages
 
 // Throws a JavaScript Error with `message` and returns undefined.
 napi_value Throw(napi_env env, const std::string& message) {
@@ -100,8 +114,90 @@ int Reply(const ForkReply& reply, int pidfd) {
                          internal::EncodeForkReply(reply), &pidfd, pidfd >= 0 ? 1 : 0);
 }
 
+// Finds libuv's signal lock among the zygote's descriptors: the only pipe whose read end holds
+// one byte (the token; it is free, no other thread runs) and whose write end is open too.
+absl::Status FindSignalLock() {
+  struct End {
+    int fd;
+    ino_t inode;
+  };
+  std::vector<End> readers, writers;
+  for (int fd = 0; fd < 1024; ++fd) {
+    struct stat st;
+    if (::fstat(fd, &st) != 0 || !S_ISFIFO(st.st_mode)) continue;
+    int flags = ::fcntl(fd, F_GETFL);
+    if ((flags & O_ACCMODE) == O_RDONLY) readers.push_back({fd, st.st_ino});
+    if ((flags & O_ACCMODE) == O_WRONLY) writers.push_back({fd, st.st_ino});
+  }
+  int found = 0;
+  for (const End& r : readers) {
+    int pending = 0;
+    if (::ioctl(r.fd, FIONREAD, &pending) != 0 || pending != 1) continue;
+    for (const End& w : writers) {
+      if (w.inode != r.inode) continue;
+      signal_lock[0] = r.fd;
+      signal_lock[1] = w.fd;
+      ++found;
+    }
+  }
+  if (found != 1) {
+    return absl::FailedPreconditionError(
+        "libuv's signal lock pipe is not recognisable among node's descriptors (" +
+        std::to_string(found) + " candidates); this node cannot be forked safely");
+  }
+  return absl::OkStatus();
+}
+
+// In the worker: libuv's signal lock, a new pipe at the old numbers, with its token. The new pipe
+// is first moved above both old numbers, so that neither end lands on the other's target.
+absl::Status RenewSignalLock() {
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) return absl::InternalError("pipe for libuv's signal lock");
+  int high[2];
+  int above = std::max(signal_lock[0], signal_lock[1]) + 1;
+  for (int i = 0; i < 2; ++i) {
+    high[i] = ::fcntl(p[i], F_DUPFD_CLOEXEC, above);
+    ::close(p[i]);
+  }
+  for (int i = 0; i < 2; ++i) {
+    if (high[i] < 0 || ::dup3(high[i], signal_lock[i], O_CLOEXEC) < 0) {
+      return absl::InternalError("move libuv's signal lock pipe");
+    }
+    ::close(high[i]);
+  }
+  char token = 42;
+  if (::write(signal_lock[1], &token, 1) != 1) return absl::InternalError("signal lock token");
+  return absl::OkStatus();
+}
+
+// The zygote's descriptors above its socket, listed before each fork.
+void ListZygoteFds() {
+  zygote_fds.clear();
+  for (int fd = kZygoteFd + 1; fd < 1024; ++fd) {
+    if (::fcntl(fd, F_GETFD) >= 0) zygote_fds.push_back(fd);
+  }
+}
+
+// In the worker: /dev/null at each number the zygote had open (ForkWorker closed them all), but
+// libuv's signal lock, which is renewed.
+absl::Status PlaceInertFds() {
+  int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null_fd < 0) return absl::InternalError("open /dev/null");
+  for (int fd : zygote_fds) {
+    if (fd == null_fd || fd == signal_lock[0] || fd == signal_lock[1]) continue;
+    if (::dup3(null_fd, fd, O_CLOEXEC) < 0) return absl::InternalError("place /dev/null");
+  }
+  if (std::find(zygote_fds.begin(), zygote_fds.end(), null_fd) == zygote_fds.end()) {
+    ::close(null_fd);
+  }
+  return absl::OkStatus();
+}
+
 // In the worker, right after the fork: its own loop and its own way out.
 absl::Status EnterNode(napi_env env) {
+  // First: the descriptor numbers of the lock are free only until the loop makes new ones.
+  if (absl::Status st = RenewSignalLock(); !st.ok()) return st;
+  if (absl::Status st = PlaceInertFds(); !st.ok()) return st;
   uv_loop_t* loop = nullptr;
   if (napi_get_uv_event_loop(env, &loop) != napi_ok || loop == nullptr) {
     return absl::InternalError("no event loop");
@@ -117,6 +213,71 @@ absl::Status EnterNode(napi_env env) {
       node_env, [](void*) { Finish(worker_exit_code); }, nullptr);
   node::SetProcessExitHandler(node_env, [](node::Environment*, int code) { Finish(code); });
   return absl::OkStatus();
+}
+
+// The worker's loop watcher (see the top of this file).
+struct LoopWatch {
+  napi_env env = nullptr;
+  napi_ref before_exit = nullptr;  // () => process.emit('beforeExit', code)
+  napi_ref exit = nullptr;         // () => process.exit()
+  napi_async_context async = nullptr;
+  uv_prepare_t prepare;
+};
+LoopWatch* loop_watch = nullptr;
+
+// libuv's queue of pending callbacks is empty: its head points to itself (the queue's type changed
+// name across libuv versions; its layout, two pointers, did not).
+bool NoPendingCallbacks(uv_loop_t* loop) {
+  const void* head = &loop->pending_queue;
+  return *static_cast<void* const*>(head) == head;
+}
+
+// Nothing keeps the loop alive but the watcher itself: no other active handle or request, no
+// handle closing, no callback pending.
+bool OnlyWatcherLeft(uv_loop_t* loop) {
+  return loop->active_handles == 1 && loop->active_reqs.count == 0 &&
+         loop->closing_handles == nullptr && NoPendingCallbacks(loop);
+}
+
+// Calls the JavaScript function held by `ref` as node calls into JavaScript from the loop (ticks
+// and microtasks run after it).
+void CallBack(LoopWatch* w, napi_ref ref) {
+  napi_handle_scope scope = nullptr;
+  napi_open_handle_scope(w->env, &scope);
+  napi_value fn = nullptr, global = nullptr, result = nullptr;
+  napi_get_reference_value(w->env, ref, &fn);
+  napi_get_global(w->env, &global);
+  napi_make_callback(w->env, w->async, global, fn, 0, nullptr, &result);
+  napi_close_handle_scope(w->env, scope);
+}
+
+void OnPrepare(uv_prepare_t* handle) {
+  auto* w = static_cast<LoopWatch*>(handle->data);
+  if (!OnlyWatcherLeft(handle->loop)) return;
+  CallBack(w, w->before_exit);
+  if (OnlyWatcherLeft(handle->loop)) CallBack(w, w->exit);  // does not return
+}
+
+// watchLoop(beforeExit, exit): starts the watcher in a worker.
+napi_value WatchLoop(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value args[2] = {nullptr, nullptr};
+  napi_get_cb_info(env, info, &argc, args, nullptr, nullptr);
+  uv_loop_t* loop = nullptr;
+  if (argc != 2 || loop_watch != nullptr || napi_get_uv_event_loop(env, &loop) != napi_ok) {
+    return Throw(env, "watchLoop: two functions, once, in a worker");
+  }
+  auto* w = new LoopWatch();  // lives as long as the worker
+  w->env = env;
+  napi_create_reference(env, args[0], 1, &w->before_exit);
+  napi_create_reference(env, args[1], 1, &w->exit);
+  napi_value name = String(env, "airlock-worker-loop");
+  napi_async_init(env, nullptr, name, &w->async);
+  uv_prepare_init(loop, &w->prepare);
+  w->prepare.data = w;
+  uv_prepare_start(&w->prepare, OnPrepare);
+  loop_watch = w;
+  return nullptr;
 }
 
 // The worker's request as JavaScript: {code, env: [...], cwd, pid}.
@@ -173,6 +334,7 @@ napi_value Serve(napi_env env, napi_callback_info) {
       continue;
     }
     ShareHeapWithWorkers();
+    ListZygoteFds();
     absl::StatusOr<engine::ForkedWorker> worker =
         engine::ForkWorker(request.plan, fds, nfds, node_threads);
     if (worker.ok() && worker->pid == 0) {
@@ -245,12 +407,16 @@ napi_value Init(napi_env env, napi_value exports) {
   absl::StatusOr<int> threads = engine::ThreadCount();
   if (!threads.ok()) return Throw(env, std::string(threads.status().message()));
   node_threads = *threads;
+  if (absl::Status lock = FindSignalLock(); !lock.ok()) {
+    return Throw(env, std::string(lock.message()));
+  }
   struct Function {
     const char* name;
     napi_callback fn;
   };
-  for (Function f : {Function{"ready", Ready}, Function{"serve", Serve},
-                     Function{"setExitCode", SetExitCode}, Function{"diagnose", Diagnose}}) {
+  for (Function f :
+       {Function{"ready", Ready}, Function{"serve", Serve}, Function{"setExitCode", SetExitCode},
+        Function{"diagnose", Diagnose}, Function{"watchLoop", WatchLoop}}) {
     napi_value v = nullptr;
     napi_create_function(env, f.name, NAPI_AUTO_LENGTH, f.fn, nullptr, &v);
     napi_set_named_property(env, exports, f.name, v);

@@ -14,6 +14,7 @@ const crypto = require('crypto');
 const Module = require('module');
 const path = require('path');
 const vm = require('vm');
+const workerThreads = require('worker_threads');
 
 const args = process.argv.slice(2);
 let preload = '';
@@ -29,10 +30,11 @@ for (let i = 0; i < args.length; ++i) {
 // Runs `code` as `node -e` runs it: in the global scope, with require, module, exports,
 // __filename and __dirname for a module named `name` in the current directory.
 function evalAsScript(code, name) {
-  const filename = path.join(process.cwd(), name);
+  const directory = process.cwd();
+  const filename = path.join(directory, name);
   const module = new Module(name, null);
   module.filename = filename;
-  module.paths = Module._nodeModulePaths(process.cwd());
+  module.paths = Module._nodeModulePaths(directory);
   Object.assign(globalThis, {
     module,
     exports: module.exports,
@@ -40,7 +42,12 @@ function evalAsScript(code, name) {
     __filename: name,
     __dirname: '.',
   });
-  return vm.runInThisContext(code, { filename: name, displayErrors: true });
+  return vm.runInThisContext(code, {
+    filename: name,
+    displayErrors: true,
+    // import() resolves as in `node -e` (node 20.12 and later; before, import() is refused).
+    importModuleDynamically: vm.constants?.USE_MAIN_CONTEXT_DEFAULT_LOADER,
+  });
 }
 
 // Math.random's state is the zygote's in every worker; each worker draws a new seed. The
@@ -81,6 +88,28 @@ function startWorker(request) {
   process.argv = [process.argv[0]];
   process.execArgv = [];
   reseedMathRandom();
+  // A worker thread's own event loop would end in node's wait for the helper threads (see the
+  // addon), which a forked worker does not have: refused with an error instead of a hang.
+  Object.defineProperty(workerThreads, 'Worker', {
+    value: class Worker {
+      constructor() {
+        const error = new Error(
+          'worker_threads.Worker is not available in a fork-server worker (node\'s helper ' +
+          'threads are not forked); run the code with `airlock run -- node` instead');
+        error.code = 'ERR_AIRLOCK_NO_WORKER_THREADS';
+        throw error;
+      }
+    },
+    enumerable: true,
+    configurable: true,
+    writable: true,
+  });
+  // node -e imports with the same loader and says nothing; here node calls the option experimental.
+  const emitWarning = process.emitWarning;
+  process.emitWarning = function (warning, ...rest) {
+    if (String(warning).includes('vm.USE_MAIN_CONTEXT_DEFAULT_LOADER')) return undefined;
+    return Reflect.apply(emitWarning, this, [warning, ...rest]);
+  };
   // The code the worker ends with is the one the 'exit' listeners leave (they may change it).
   const emit = process.emit;
   process.emit = function (event, ...rest) {
@@ -88,6 +117,11 @@ function startWorker(request) {
     if (event === 'exit') zygote.setExitCode(Number(process.exitCode ?? rest[0] ?? 0) | 0);
     return result;
   };
+  // The end of the loop, as node would reach it (see the addon: node's own wait there never ends
+  // in a worker).
+  zygote.watchLoop(
+    () => process.emit('beforeExit', Number(process.exitCode ?? 0) | 0),
+    () => process.exit());
   evalAsScript(request.code, '[eval]');
 }
 
