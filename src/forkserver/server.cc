@@ -217,16 +217,18 @@ absl::Status ForkServer::StartZygote() {
   init::Reader r(payload);
   if (err != 0 || type != static_cast<uint32_t>(internal::ZygoteFrame::kReady) ||
       r.U32() != internal::kZygoteVersion || !r.done()) {
-    StopZygote();
-    return FailedPrecondition(
-        "the zygote exited before it was ready (its preload failed, or it is not the zygote of "
-        "this airlock build; see its stderr)");
+    std::string end = StopZygote();
+    return FailedPrecondition(fmt::format(
+        "the zygote exited before it was ready ({}; 3: its preload failed, 4: the preload left "
+        "threads or pending work; or it is not the zygote of this airlock build; see its stderr)",
+        end));
   }
   return absl::OkStatus();
 }
 
-void ForkServer::StopZygote() {
+std::string ForkServer::StopZygote() {
   zygote_sock_.Reset();  // the zygote exits at EOF
+  std::string end = "not running";
   if (zygote_pidfd_) {
     if (!WaitReadable(zygote_pidfd_.get(), milliseconds(500))) {
       ::syscall(SYS_pidfd_send_signal, zygote_pidfd_.get(), SIGKILL, nullptr, 0);
@@ -234,9 +236,12 @@ void ForkServer::StopZygote() {
     siginfo_t info = {};
     ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(zygote_pidfd_.get()), &info,
              WEXITED);
+    end = info.si_code == CLD_EXITED ? fmt::format("exit status {}", info.si_status)
+                                     : fmt::format("killed by signal {}", info.si_status);
     zygote_pidfd_.Reset();
   }
   zygote_pid_ = -1;
+  return end;
 }
 
 bool ForkServer::ZygoteAlive() {

@@ -81,7 +81,7 @@ class ForkServer {
  private:
   ForkServer() = default;
   absl::Status StartZygote();
-  void StopZygote();
+  std::string StopZygote();  // how the zygote ended: "exit status N", "killed by signal N"
   bool ZygoteAlive();
   void ServeLoop();  // the internal thread
   void Wake();       // wakes ServeLoop

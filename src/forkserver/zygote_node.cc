@@ -10,8 +10,9 @@
 //   refused. The worker has only the thread that forked; the libuv pool is made afresh in it when
 //   its code first needs one (the zygote never started it, as the count proves).
 // - Memory. V8 marks every region it maps MADV_DONTFORK, so a forked child would have no heap.
-//   Before each fork the zygote marks its private mappings MADV_DOFORK again (shared ones, such
-//   as io_uring rings, stay out of the worker).
+//   Before each fork the zygote marks its private mappings MADV_DOFORK again, and its shared ones
+//   MADV_DONTFORK: a shared mapping inherited would be memory the worker and the zygote (or two
+//   workers) both write, such as an io_uring ring of a helper thread's loop.
 // - The event loop. The worker gets its own epoll set, wake-up descriptors and signal pipe from
 //   uv_loop_fork (ForkWorker has closed the zygote's), and the loop's clock is brought up to date.
 //   libuv also keeps one pipe for the whole process, the lock of its signal handling (a token byte
@@ -23,9 +24,10 @@
 //   a helper thread is dropped instead of making libuv abort on a closed descriptor. Such tasks
 //   (background work V8 schedules for later) never run in a worker.
 // - The end. Node's normal exit disposes its platform, which joins the helper threads: a worker
-//   has none, so that would wait forever. A worker ends in Finish instead, from node's exit
-//   callbacks (AtExit, run on every way out once the 'exit' listeners ran) or its process-exit
-//   handler: output closed, the exit code on fd 3 (the status pipe), _exit.
+//   has none, so that would wait forever. Every way out of a worker goes through node's
+//   process-exit handler (process.exit, which the loop watcher also calls at the natural end, and
+//   a fatal exception once printed), with node's final exit code: there the worker ends in Finish
+//   (output closed, the exit code on fd 3, the status pipe; _exit).
 #include <fcntl.h>
 #include <node.h>
 #include <node_api.h>
@@ -56,12 +58,10 @@ using internal::ForkRequest;
 using internal::kZygoteFd;
 using internal::ZygoteFrame;
 
-int node_threads = 0;      // the threads node had when this addon loaded: its own
-int worker_exit_code = 0;  // the code the 'exit' event settled on (setExitCode)
-int diagnostics_fd = 2;
+int node_threads = 0;           // the threads node had when this addon loaded: its own
+int diagnostics_fd = 2;         // the fork-server's stderr, kept for the zygote's own messages
 int signal_lock[2] = {-1, -1};  // libuv's signal lock pipe: read end, write end
-std::vector<int> zygote_fds;    // the zygote's descriptors above 3 when it last forked    // the
-                                // fork-server's stderr, kept for the zygote's own messages
+std::vector<int> zygote_fds;    // the zygote's descriptors above 3 when it last forked
 
 // Throws a JavaScript Error with `message` and returns undefined.
 napi_value Throw(napi_env env, const std::string& message) {
@@ -81,7 +81,8 @@ napi_value Int(napi_env env, int32_t i) {
   return v;
 }
 
-// Undoes V8's MADV_DONTFORK on every private mapping, so the worker gets the heap copy-on-write.
+// Undoes V8's MADV_DONTFORK on every private mapping, so the worker gets the heap copy-on-write,
+// and keeps every shared mapping out of the worker.
 void ShareHeapWithWorkers() {
   FILE* maps = std::fopen("/proc/self/maps", "re");
   if (maps == nullptr) return;  // the fork then fails in the worker, and is reported as a crash
@@ -89,8 +90,9 @@ void ShareHeapWithWorkers() {
   while (std::fgets(line, sizeof(line), maps) != nullptr) {
     unsigned long start = 0, end = 0;
     char perms[5] = {};
-    if (std::sscanf(line, "%lx-%lx %4s", &start, &end, perms) == 3 && perms[3] == 'p') {
-      ::madvise(reinterpret_cast<void*>(start), end - start, MADV_DOFORK);
+    if (std::sscanf(line, "%lx-%lx %4s", &start, &end, perms) == 3) {
+      ::madvise(reinterpret_cast<void*>(start), end - start,
+                perms[3] == 'p' ? MADV_DOFORK : MADV_DONTFORK);
     }
     // The rest of a line longer than the buffer is not a mapping's start.
     while (std::strchr(line, '\n') == nullptr && std::fgets(line, sizeof(line), maps) != nullptr) {
@@ -209,8 +211,6 @@ absl::Status EnterNode(napi_env env) {
   v8::Isolate* isolate = v8::Isolate::GetCurrent();
   node::Environment* node_env = node::GetCurrentEnvironment(isolate->GetCurrentContext());
   if (node_env == nullptr) return absl::InternalError("no node environment");
-  node::AtExit(
-      node_env, [](void*) { Finish(worker_exit_code); }, nullptr);
   node::SetProcessExitHandler(node_env, [](node::Environment*, int code) { Finish(code); });
   return absl::OkStatus();
 }
@@ -240,14 +240,22 @@ bool OnlyWatcherLeft(uv_loop_t* loop) {
 }
 
 // Calls the JavaScript function held by `ref` as node calls into JavaScript from the loop (ticks
-// and microtasks run after it).
+// and microtasks run after it). An exception it throws is uncaught, as it would be in node: it is
+// printed and the worker ends with 1 (or an 'uncaughtException' listener takes it).
 void CallBack(LoopWatch* w, napi_ref ref) {
   napi_handle_scope scope = nullptr;
   napi_open_handle_scope(w->env, &scope);
   napi_value fn = nullptr, global = nullptr, result = nullptr;
   napi_get_reference_value(w->env, ref, &fn);
   napi_get_global(w->env, &global);
-  napi_make_callback(w->env, w->async, global, fn, 0, nullptr, &result);
+  if (napi_make_callback(w->env, w->async, global, fn, 0, nullptr, &result) != napi_ok) {
+    bool pending = false;
+    napi_value error = nullptr;
+    if (napi_is_exception_pending(w->env, &pending) == napi_ok && pending &&
+        napi_get_and_clear_last_exception(w->env, &error) == napi_ok) {
+      napi_fatal_exception(w->env, error);
+    }
+  }
   napi_close_handle_scope(w->env, scope);
 }
 
@@ -306,6 +314,13 @@ napi_value Ready(napi_env env, napi_callback_info) {
                           "starts a thread pool or worker threads cannot be preloaded; an "
                           "asynchronous fs, dns, zlib or crypto call starts libuv's pool)");
   }
+  uv_loop_t* loop = nullptr;
+  if (napi_get_uv_event_loop(env, &loop) != napi_ok || uv_loop_alive(loop)) {
+    return Throw(env,
+                 "the preload left work pending on the event loop (a timer, a server, an open "
+                 "handle or request): every worker would inherit it; the preload must finish "
+                 "synchronously");
+  }
   init::Writer ready;
   ready.U32(internal::kZygoteVersion);
   if (init::SendFrame(kZygoteFd, static_cast<uint32_t>(ZygoteFrame::kReady), ready.data()) != 0) {
@@ -358,19 +373,6 @@ napi_value Serve(napi_env env, napi_callback_info) {
   }
 }
 
-// setExitCode(code): the code a worker ends with when node exits through its exit callbacks.
-napi_value SetExitCode(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value arg = nullptr;
-  napi_get_cb_info(env, info, &argc, &arg, nullptr, nullptr);
-  int32_t code = 0;
-  if (argc < 1 || napi_get_value_int32(env, arg, &code) != napi_ok) {
-    return Throw(env, "setExitCode: an integer is needed");
-  }
-  worker_exit_code = code;
-  return nullptr;
-}
-
 // diagnose(text): writes to the fork-server's stderr (the zygote's own stderr is /dev/null).
 napi_value Diagnose(napi_env env, napi_callback_info info) {
   size_t argc = 1;
@@ -394,6 +396,19 @@ napi_value Init(napi_env env, napi_value exports) {
                  "fd 3 is not the fork-server's socket; this program is started by "
                  "`airlock forkserver --template node`");
   }
+  // This addon uses node's C++ API and libuv's loop layout: the node running it must be the one
+  // whose headers it was built with.
+  if (uv_version() != UV_VERSION_HEX) {
+    return Throw(env, std::string("built for the libuv of node ") + NODE_VERSION_STRING +
+                          ", running on libuv " + uv_version_string() +
+                          "; rebuild airlock against this node");
+  }
+  absl::StatusOr<int> threads = engine::ThreadCount();
+  if (!threads.ok()) return Throw(env, std::string(threads.status().message()));
+  node_threads = *threads;
+  if (absl::Status lock = FindSignalLock(); !lock.ok()) {
+    return Throw(env, std::string(lock.message()));
+  }
   // stdout (the fork-server gives /dev/null) and stderr become the same kind of file, so that the
   // zygote can make and warm up node's streams for them once: a worker's are then ready, and
   // write synchronously to the pipes the worker gets at those numbers.
@@ -404,23 +419,17 @@ napi_value Init(napi_env env, napi_value exports) {
   }
   ::close(null_fd);
   diagnostics_fd = saved;
-  absl::StatusOr<int> threads = engine::ThreadCount();
-  if (!threads.ok()) return Throw(env, std::string(threads.status().message()));
-  node_threads = *threads;
-  if (absl::Status lock = FindSignalLock(); !lock.ok()) {
-    return Throw(env, std::string(lock.message()));
-  }
   struct Function {
     const char* name;
     napi_callback fn;
   };
-  for (Function f :
-       {Function{"ready", Ready}, Function{"serve", Serve}, Function{"setExitCode", SetExitCode},
-        Function{"diagnose", Diagnose}, Function{"watchLoop", WatchLoop}}) {
+  for (Function f : {Function{"ready", Ready}, Function{"serve", Serve},
+                     Function{"diagnose", Diagnose}, Function{"watchLoop", WatchLoop}}) {
     napi_value v = nullptr;
     napi_create_function(env, f.name, NAPI_AUTO_LENGTH, f.fn, nullptr, &v);
     napi_set_named_property(env, exports, f.name, v);
   }
+  napi_set_named_property(env, exports, "builtFor", String(env, "v" NODE_VERSION_STRING));
   return exports;
 }
 

@@ -9,6 +9,10 @@
 'use strict';
 
 const zygote = require(`${__dirname}/airlock-zygote-node.node`);
+if (process.version !== zygote.builtFor) {
+  zygote.diagnose(`built for node ${zygote.builtFor}, running on ${process.version}`);
+  process.exit(2);
+}
 // What every worker uses, loaded once here.
 const crypto = require('crypto');
 const Module = require('module');
@@ -110,18 +114,12 @@ function startWorker(request) {
     if (String(warning).includes('vm.USE_MAIN_CONTEXT_DEFAULT_LOADER')) return undefined;
     return Reflect.apply(emitWarning, this, [warning, ...rest]);
   };
-  // The code the worker ends with is the one the 'exit' listeners leave (they may change it).
-  const emit = process.emit;
-  process.emit = function (event, ...rest) {
-    const result = Reflect.apply(emit, this, [event, ...rest]);
-    if (event === 'exit') zygote.setExitCode(Number(process.exitCode ?? rest[0] ?? 0) | 0);
-    return result;
-  };
   // The end of the loop, as node would reach it (see the addon: node's own wait there never ends
   // in a worker).
+  const exit = process.exit;  // node's own, even if the code replaces it
   zygote.watchLoop(
     () => process.emit('beforeExit', Number(process.exitCode ?? 0) | 0),
-    () => process.exit());
+    () => Reflect.apply(exit, process, []));
   evalAsScript(request.code, '[eval]');
 }
 
@@ -132,10 +130,15 @@ try {
   evalAsScript('void 0', '[warm-up]');
   console.log('');
   console.error('');
-  zygote.ready();
 } catch (e) {
   zygote.diagnose(`the preload failed: ${e && e.stack ? e.stack : e}`);
   process.exit(3);
+}
+try {
+  zygote.ready();
+} catch (e) {
+  zygote.diagnose(e.message);
+  process.exit(4);
 }
 const request = zygote.serve();
 if (request !== undefined) startWorker(request);
