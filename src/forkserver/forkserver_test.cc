@@ -526,7 +526,9 @@ TEST_F(NodeForkServerTest, CrashTimeoutAndMemoryLimitAreClassified) {
 }
 
 TEST_F(NodeForkServerTest, ProgramsThatUseTheRuntimeRunToTheirEnd) {
-  StartServer(NodeOptions());
+  spec::SandboxSpec spec = TestSpec();
+  spec.env["NODE_PATH"] = "/opt/extra-modules";
+  StartServer(NodeOptions(spec));
   // Each of these once hung or aborted in a forked worker: garbage collection posts tasks for
   // node's helper threads (node then waited for them at the end of the loop), and child processes,
   // signal handlers and fetch use libuv's signal lock and the platform's task queues.
@@ -544,6 +546,9 @@ TEST_F(NodeForkServerTest, ProgramsThatUseTheRuntimeRunToTheirEnd) {
        "  this.close() })",
        "served\n"},
       {"import('node:path').then(m => console.log(typeof m.join))", "function\n"},
+      // Global module folders follow the worker's environment (NODE_PATH from the spec), not the
+      // zygote's.
+      {"console.log(require('module').globalPaths.includes('/opt/extra-modules'))", "true\n"},
       {"process.on('beforeExit', () => { if (!globalThis.again) { globalThis.again = 1;"
        "  setTimeout(() => console.log('more'), 50) } }); process.on('exit', c => console.log(c));"
        "process.exitCode = 3",

@@ -154,7 +154,7 @@ absl::Status FindSignalLock() {
 // is first moved above both old numbers, so that neither end lands on the other's target.
 absl::Status RenewSignalLock() {
   int p[2];
-  if (::pipe2(p, O_CLOEXEC) != 0) return absl::InternalError("pipe for libuv's signal lock");
+  if (::pipe2(p, O_CLOEXEC) != 0) return ErrnoStatus(errno, "pipe for libuv's signal lock");
   int high[2];
   int above = std::max(signal_lock[0], signal_lock[1]) + 1;
   for (int i = 0; i < 2; ++i) {
@@ -163,12 +163,14 @@ absl::Status RenewSignalLock() {
   }
   for (int i = 0; i < 2; ++i) {
     if (high[i] < 0 || ::dup3(high[i], signal_lock[i], O_CLOEXEC) < 0) {
-      return absl::InternalError("move libuv's signal lock pipe");
+      return ErrnoStatus(errno, "move libuv's signal lock pipe");
     }
     ::close(high[i]);
   }
   char token = 42;
-  if (::write(signal_lock[1], &token, 1) != 1) return absl::InternalError("signal lock token");
+  if (::write(signal_lock[1], &token, 1) != 1) {
+    return ErrnoStatus(errno, "write libuv's signal lock token");
+  }
   return absl::OkStatus();
 }
 
@@ -184,10 +186,12 @@ void ListZygoteFds() {
 // libuv's signal lock, which is renewed.
 absl::Status PlaceInertFds() {
   int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-  if (null_fd < 0) return absl::InternalError("open /dev/null");
+  if (null_fd < 0) return ErrnoStatus(errno, "open /dev/null");
   for (int fd : zygote_fds) {
     if (fd == null_fd || fd == signal_lock[0] || fd == signal_lock[1]) continue;
-    if (::dup3(null_fd, fd, O_CLOEXEC) < 0) return absl::InternalError("place /dev/null");
+    if (::dup3(null_fd, fd, O_CLOEXEC) < 0) {
+      return ErrnoStatus(errno, "place /dev/null at descriptor " + std::to_string(fd));
+    }
   }
   if (std::find(zygote_fds.begin(), zygote_fds.end(), null_fd) == zygote_fds.end()) {
     ::close(null_fd);

@@ -88,6 +88,7 @@ function startWorker(request) {
     if (eq > 0) process.env[entry.slice(0, eq)] = entry.slice(eq + 1);
   }
   process.chdir(request.cwd);  // node caches the working directory; this renews it
+  Module._initPaths();  // the global module folders follow the worker's NODE_PATH and HOME
   Object.defineProperty(process, 'pid', { value: request.pid, enumerable: true, configurable: true });
   process.argv = [process.argv[0]];
   process.execArgv = [];
