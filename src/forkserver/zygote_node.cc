@@ -42,21 +42,19 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
 #include "engine/fork_worker.h"
-#include "forkserver/internal/zygote_protocol.h"
-#include "init/protocol.h"
+#include "forkserver/internal/zygote_side.h"
 
 namespace airlock::forkserver {
 namespace {
 
-using internal::ForkReply;
 using internal::ForkRequest;
 using internal::kZygoteFd;
-using internal::ZygoteFrame;
 
 int node_threads = 0;           // the threads node had when this addon loaded: its own
 int diagnostics_fd = 2;         // the fork-server's stderr, kept for the zygote's own messages
@@ -109,11 +107,6 @@ void ShareHeapWithWorkers() {
   int32_t status = code;
   (void)!::write(3, &status, sizeof(status));
   ::_exit(code);
-}
-
-int Reply(const ForkReply& reply, int pidfd) {
-  return init::SendFrame(kZygoteFd, static_cast<uint32_t>(ZygoteFrame::kForked),
-                         internal::EncodeForkReply(reply), &pidfd, pidfd >= 0 ? 1 : 0);
 }
 
 // Finds libuv's signal lock among the zygote's descriptors: the only pipe whose read end holds
@@ -325,56 +318,25 @@ napi_value Ready(napi_env env, napi_callback_info) {
                  "handle or request): every worker would inherit it; the preload must finish "
                  "synchronously");
   }
-  init::Writer ready;
-  ready.U32(internal::kZygoteVersion);
-  if (init::SendFrame(kZygoteFd, static_cast<uint32_t>(ZygoteFrame::kReady), ready.data()) != 0) {
-    return Throw(env, "the fork-server's socket is closed");
-  }
+  if (!internal::SendReady()) return Throw(env, "the fork-server's socket is closed");
   return nullptr;
 }
 
 // serve(): forks a worker per request. Returns undefined in the zygote when the fork-server
 // closed the socket, or the request in a worker.
 napi_value Serve(napi_env env, napi_callback_info) {
-  for (;;) {
-    uint32_t type = 0;
-    std::string payload;
-    int fds[init::kMaxFds];
-    int nfds = 0;
-    if (init::ReceiveFrame(kZygoteFd, &type, &payload, fds, &nfds) != 0) return nullptr;
-    ForkRequest request;
-    ForkReply reply;
-    if (type != static_cast<uint32_t>(ZygoteFrame::kFork) ||
-        !internal::DecodeForkRequest(payload, &request)) {
-      for (int i = 0; i < nfds; ++i) ::close(fds[i]);
-      reply.err = EINVAL;
-      reply.message = "malformed fork request";
-      if (Reply(reply, -1) != 0) return nullptr;
-      continue;
-    }
+  internal::ForkHooks hooks;
+  hooks.before = [] {
     ShareHeapWithWorkers();
     ListZygoteFds();
-    absl::StatusOr<engine::ForkedWorker> worker =
-        engine::ForkWorker(request.plan, fds, nfds, node_threads);
-    if (worker.ok() && worker->pid == 0) {
-      if (absl::Status st = EnterNode(env); !st.ok()) {
-        std::fprintf(stderr, "airlock-zygote-node: worker: %s\n",
-                     std::string(st.message()).c_str());
-        Finish(125);
-      }
-      return WorkerRequest(env, request);
-    }
-    for (int i = 0; i < nfds; ++i) ::close(fds[i]);
-    int pidfd = -1;
-    if (!worker.ok()) {
-      reply.err = EINVAL;
-      reply.message = std::string(Message(worker.status()));
-    } else {
-      reply.pid = worker->pid;
-      pidfd = worker->pidfd.get();
-    }
-    if (Reply(reply, pidfd) != 0) return nullptr;
+  };
+  std::optional<ForkRequest> request = internal::ServeForks(node_threads, hooks);
+  if (!request) return nullptr;
+  if (absl::Status st = EnterNode(env); !st.ok()) {
+    std::fprintf(stderr, "airlock-zygote-node: worker: %s\n", std::string(st.message()).c_str());
+    Finish(125);
   }
+  return WorkerRequest(env, *request);
 }
 
 // diagnose(text): writes to the fork-server's stderr (the zygote's own stderr is /dev/null).
@@ -394,8 +356,7 @@ napi_value Diagnose(napi_env env, napi_callback_info info) {
 }
 
 napi_value Init(napi_env env, napi_value exports) {
-  struct stat st;
-  if (::fstat(kZygoteFd, &st) != 0 || !S_ISSOCK(st.st_mode)) {
+  if (!internal::HasForkServerSocket()) {
     return Throw(env,
                  "fd 3 is not the fork-server's socket; this program is started by "
                  "`airlock forkserver --template node`");

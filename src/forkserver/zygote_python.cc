@@ -9,19 +9,14 @@
 // exception (its traceback on stderr); stdout and stderr are flushed at exit.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "common/status.h"
 #include "engine/fork_worker.h"
-#include "forkserver/internal/zygote_protocol.h"
-#include "init/protocol.h"
+#include "forkserver/internal/zygote_side.h"
 
 // In the sanitizer build: the zygote's workers run under seccomp, which refuses the ptrace
 // LeakSanitizer needs at exit; and a worker's crash is the code's (a segfault in ctypes), which
@@ -33,10 +28,8 @@ extern "C" const char* __asan_default_options() {
 namespace airlock::forkserver {
 namespace {
 
-using internal::ForkReply;
 using internal::ForkRequest;
 using internal::kZygoteFd;
-using internal::ZygoteFrame;
 
 // Runs in the zygote's __main__ after the preload. serve() returns only in a worker (the code and
 // its environment) or when the fork-server closed the socket (None).
@@ -89,11 +82,6 @@ if _request is not None:
     os._exit(_status)
 )py";
 
-int Reply(const ForkReply& reply, int pidfd) {
-  return init::SendFrame(kZygoteFd, static_cast<uint32_t>(ZygoteFrame::kForked),
-                         internal::EncodeForkReply(reply), &pidfd, pidfd >= 0 ? 1 : 0);
-}
-
 // Output the zygote buffered would otherwise be written again by every worker.
 void FlushStdio() {
   for (const char* name : {"stdout", "stderr"}) {
@@ -106,53 +94,28 @@ void FlushStdio() {
 }
 
 PyObject* Serve(PyObject*, PyObject*) {
-  for (;;) {
-    uint32_t type = 0;
-    std::string payload;
-    int fds[init::kMaxFds];
-    int nfds = 0;
-    if (init::ReceiveFrame(kZygoteFd, &type, &payload, fds, &nfds) != 0) Py_RETURN_NONE;
-    ForkRequest request;
-    ForkReply reply;
-    if (type != static_cast<uint32_t>(ZygoteFrame::kFork) ||
-        !internal::DecodeForkRequest(payload, &request)) {
-      for (int i = 0; i < nfds; ++i) ::close(fds[i]);
-      reply.err = EINVAL;
-      reply.message = "malformed fork request";
-      if (Reply(reply, -1) != 0) Py_RETURN_NONE;
-      continue;
-    }
+  internal::ForkHooks hooks;
+  hooks.before = [] {
     FlushStdio();
     PyOS_BeforeFork();
-    absl::StatusOr<engine::ForkedWorker> worker = engine::ForkWorker(request.plan, fds, nfds);
-    if (worker.ok() && worker->pid == 0) {
-      PyOS_AfterFork_Child();
-      PyObject* env = PyList_New(0);
-      for (const std::string& e : request.env) {
-        PyObject* s = PyUnicode_DecodeUTF8(e.data(), static_cast<Py_ssize_t>(e.size()), "replace");
-        PyList_Append(env, s);
-        Py_DECREF(s);
-      }
-      PyObject* code = PyUnicode_DecodeUTF8(request.code.data(),
-                                            static_cast<Py_ssize_t>(request.code.size()), "strict");
-      if (code == nullptr) {
-        Py_DECREF(env);
-        return nullptr;  // UnicodeDecodeError: the worker exits 1 with it on stderr
-      }
-      return Py_BuildValue("(NN)", code, env);
-    }
-    PyOS_AfterFork_Parent();
-    for (int i = 0; i < nfds; ++i) ::close(fds[i]);
-    int pidfd = -1;
-    if (!worker.ok()) {
-      reply.err = EINVAL;
-      reply.message = std::string(Message(worker.status()));
-    } else {
-      reply.pid = worker->pid;
-      pidfd = worker->pidfd.get();
-    }
-    if (Reply(reply, pidfd) != 0) Py_RETURN_NONE;
+  };
+  hooks.after = PyOS_AfterFork_Parent;
+  std::optional<ForkRequest> request = internal::ServeForks(1, hooks);
+  if (!request) Py_RETURN_NONE;
+  PyOS_AfterFork_Child();
+  PyObject* env = PyList_New(0);
+  for (const std::string& e : request->env) {
+    PyObject* s = PyUnicode_DecodeUTF8(e.data(), static_cast<Py_ssize_t>(e.size()), "replace");
+    PyList_Append(env, s);
+    Py_DECREF(s);
   }
+  PyObject* code = PyUnicode_DecodeUTF8(request->code.data(),
+                                        static_cast<Py_ssize_t>(request->code.size()), "strict");
+  if (code == nullptr) {
+    Py_DECREF(env);
+    return nullptr;  // UnicodeDecodeError: the worker exits 1 with it on stderr
+  }
+  return Py_BuildValue("(NN)", code, env);
 }
 
 PyMethodDef kMethods[] = {
@@ -182,8 +145,7 @@ int Main(int argc, char** argv) {
       return 2;
     }
   }
-  struct stat st;
-  if (::fstat(kZygoteFd, &st) != 0 || !S_ISSOCK(st.st_mode)) {
+  if (!internal::HasForkServerSocket()) {
     std::fprintf(stderr,
                  "airlock-zygote-python: fd %d is not the fork-server's socket; this program is "
                  "started by `airlock forkserver`\n",
@@ -217,11 +179,7 @@ int Main(int argc, char** argv) {
                  threads.ok() ? *threads : -1);
     return 4;
   }
-  init::Writer ready;
-  ready.U32(internal::kZygoteVersion);
-  if (init::SendFrame(kZygoteFd, static_cast<uint32_t>(ZygoteFrame::kReady), ready.data()) != 0) {
-    return 0;
-  }
+  if (!internal::SendReady()) return 0;
   int rc = PyRun_SimpleString(kBootstrap);
   if (Py_FinalizeEx() < 0) rc = -1;
   return rc == 0 ? 0 : 1;
