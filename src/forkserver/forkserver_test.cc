@@ -101,12 +101,17 @@ class ForkServerTest : public engine::testing::SandboxTest {
   }
   void StartServer() { StartServer(Options()); }
 
-  CommandResult RunPython(const std::string& code,
-                          std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
+  // Runs `code` on the server's socket with the template named.
+  CommandResult RunCode(const std::string& template_name, const std::string& code,
+                        std::optional<std::chrono::milliseconds> timeout) {
     auto r = forkserver::Run(dir_ + "/fs.sock",
-                             {.template_name = "python", .code = code, .timeout = timeout});
+                             {.template_name = template_name, .code = code, .timeout = timeout});
     EXPECT_TRUE(r.ok()) << r.status();
     return r.ok() ? *r : CommandResult{};
+  }
+  CommandResult RunPython(const std::string& code,
+                          std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
+    return RunCode("python", code, timeout);
   }
 
   std::string dir_;
@@ -412,10 +417,7 @@ class NodeForkServerTest : public ForkServerTest {
 
   CommandResult RunNode(const std::string& code,
                         std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
-    auto r = forkserver::Run(dir_ + "/fs.sock",
-                             {.template_name = "node", .code = code, .timeout = timeout});
-    EXPECT_TRUE(r.ok()) << r.status();
-    return r.ok() ? *r : CommandResult{};
+    return RunCode("node", code, timeout);
   }
 };
 

@@ -28,6 +28,7 @@
 //   process-exit handler (process.exit, which the loop watcher also calls at the natural end, and
 //   a fatal exception once printed), with node's final exit code: there the worker ends in Finish
 //   (output closed, the exit code on fd 3, the status pipe; _exit).
+#include <dirent.h>
 #include <fcntl.h>
 #include <node.h>
 #include <node_api.h>
@@ -41,6 +42,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -59,7 +61,7 @@ using internal::kZygoteFd;
 int node_threads = 0;           // the threads node had when this addon loaded: its own
 int diagnostics_fd = 2;         // the fork-server's stderr, kept for the zygote's own messages
 int signal_lock[2] = {-1, -1};  // libuv's signal lock pipe: read end, write end
-std::vector<int> zygote_fds;    // the zygote's descriptors above 3 when it last forked
+std::vector<int> zygote_fds;    // the zygote's descriptors above 3 when it began to serve
 
 // Throws a JavaScript Error with `message` and returns undefined.
 napi_value Throw(napi_env env, const std::string& message) {
@@ -109,6 +111,21 @@ void ShareHeapWithWorkers() {
   ::_exit(code);
 }
 
+// This process's open descriptors (from /proc/self/fd, without the one reading it), ascending.
+std::vector<int> OpenFds() {
+  std::vector<int> fds;
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (dir == nullptr) return fds;
+  while (struct dirent* e = ::readdir(dir)) {
+    if (e->d_name[0] != '.') fds.push_back(std::atoi(e->d_name));
+  }
+  int own = ::dirfd(dir);
+  ::closedir(dir);
+  std::erase(fds, own);
+  std::sort(fds.begin(), fds.end());
+  return fds;
+}
+
 // Finds libuv's signal lock among the zygote's descriptors: the only pipe whose read end holds
 // one byte (the token; it is free, no other thread runs) and whose write end is open too.
 absl::Status FindSignalLock() {
@@ -117,7 +134,7 @@ absl::Status FindSignalLock() {
     ino_t inode;
   };
   std::vector<End> readers, writers;
-  for (int fd = 0; fd < 1024; ++fd) {
+  for (int fd : OpenFds()) {
     struct stat st;
     if (::fstat(fd, &st) != 0 || !S_ISFIFO(st.st_mode)) continue;
     int flags = ::fcntl(fd, F_GETFL);
@@ -167,12 +184,12 @@ absl::Status RenewSignalLock() {
   return absl::OkStatus();
 }
 
-// The zygote's descriptors above its socket, listed before each fork.
+// The zygote's descriptors above its socket, listed once it serves: it runs no code between
+// forks, so they do not change (a request's own descriptors come and go, and are closed in the
+// worker anyway).
 void ListZygoteFds() {
-  zygote_fds.clear();
-  for (int fd = kZygoteFd + 1; fd < 1024; ++fd) {
-    if (::fcntl(fd, F_GETFD) >= 0) zygote_fds.push_back(fd);
-  }
+  zygote_fds = OpenFds();
+  std::erase_if(zygote_fds, [](int fd) { return fd <= kZygoteFd; });
 }
 
 // In the worker: /dev/null at each number the zygote had open (ForkWorker closed them all), but
@@ -325,12 +342,9 @@ napi_value Ready(napi_env env, napi_callback_info) {
 // serve(): forks a worker per request. Returns undefined in the zygote when the fork-server
 // closed the socket, or the request in a worker.
 napi_value Serve(napi_env env, napi_callback_info) {
-  internal::ForkHooks hooks;
-  hooks.before = [] {
-    ShareHeapWithWorkers();
-    ListZygoteFds();
-  };
-  std::optional<ForkRequest> request = internal::ServeForks(node_threads, hooks);
+  ListZygoteFds();
+  std::optional<ForkRequest> request =
+      internal::ServeForks(node_threads, {.before = ShareHeapWithWorkers});
   if (!request) return nullptr;
   if (absl::Status st = EnterNode(env); !st.ok()) {
     std::fprintf(stderr, "airlock-zygote-node: worker: %s\n", std::string(st.message()).c_str());
