@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "engine/internal/plan.h"
@@ -18,23 +19,24 @@
 
 namespace airlock::engine {
 
-absl::StatusOr<int> ThreadCount() {
+namespace {
+
+// The ids of this process's threads (/proc/self/task).
+absl::StatusOr<std::vector<pid_t>> ThreadIds() {
   DIR* dir = ::opendir("/proc/self/task");
   if (dir == nullptr) return ErrnoStatus(errno, "open /proc/self/task");
-  int n = 0;
+  std::vector<pid_t> tids;
   while (struct dirent* e = ::readdir(dir)) {
-    if (e->d_name[0] != '.') ++n;
+    if (e->d_name[0] != '.') tids.push_back(static_cast<pid_t>(std::atoi(e->d_name)));
   }
   ::closedir(dir);
-  return n;
+  return tids;
 }
-
-namespace {
 
 // Whether the thread `tid` of this process is blocked in a wait that holds no lock: a futex wait
 // (a condition variable or semaphore; the mutex of a condition wait is released) or epoll. Its
 // state and the system call it is blocked in come from /proc ("running" while it runs).
-bool Parked(const char* tid) {
+bool Parked(pid_t tid) {
   std::string path = fmt::format("/proc/self/task/{}/syscall", tid);
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
@@ -53,18 +55,15 @@ bool Parked(const char* tid) {
 // Every thread but the caller's is parked; tries a few times, a helper may be between waits.
 absl::Status CheckHelpersParked() {
   pid_t self = static_cast<pid_t>(::syscall(SYS_gettid));
-  std::string busy;
+  pid_t busy = 0;
   for (int attempt = 0; attempt < 20; ++attempt) {
     if (attempt > 0) ::usleep(500);
-    busy.clear();
-    DIR* dir = ::opendir("/proc/self/task");
-    if (dir == nullptr) return ErrnoStatus(errno, "open /proc/self/task");
-    while (struct dirent* e = ::readdir(dir)) {
-      if (e->d_name[0] == '.' || std::atoi(e->d_name) == self) continue;
-      if (!Parked(e->d_name)) busy = e->d_name;
+    busy = 0;
+    ASSIGN_OR_RETURN(std::vector<pid_t> tids, ThreadIds());
+    for (pid_t tid : tids) {
+      if (tid != self && !Parked(tid)) busy = tid;
     }
-    ::closedir(dir);
-    if (busy.empty()) return absl::OkStatus();
+    if (busy == 0) return absl::OkStatus();
   }
   return FailedPrecondition(fmt::format(
       "the zygote's helper thread {} is not parked in a wait; a worker forked now could inherit a "
@@ -73,6 +72,11 @@ absl::Status CheckHelpersParked() {
 }
 
 }  // namespace
+
+absl::StatusOr<int> ThreadCount() {
+  ASSIGN_OR_RETURN(std::vector<pid_t> tids, ThreadIds());
+  return static_cast<int>(tids.size());
+}
 
 absl::StatusOr<ForkedWorker> ForkWorker(std::string_view plan, const int* fds, int nfds,
                                         int threads) {
