@@ -7,10 +7,9 @@
 //   fork-server: forkserver::Run on a ForkServer (template python with `import numpy`, or node
 //                with `require('zlib')`) in this process: request, fork from the zygote, sandbox
 //                setup, the snippet, the reply with its output (it arrives with the reply);
-//   cold:        NativeSandbox::Create + Exec(python3 -c / node -e SNIPPET) + Destroy, the engine
-//   of
-//                `airlock run` without the CLI process; "first output" is when its first stdout
-//                bytes reached us (ExecOptions::on_output), "total" when Exec returned.
+//   cold:        NativeSandbox::Create + Exec(python3 -c / node -e SNIPPET) + Destroy, the
+//                engine of `airlock run` without the CLI process; "first output" is when its first
+//                stdout bytes reached us (ExecOptions::on_output), "total" when Exec returned.
 // The goal (>= 10x) is checked against cold's first output, the smaller of its two figures.
 // Memory: a worker blocked in a sleep or timer after using the module: its PSS, RSS and private
 // pages (/proc/PID/smaps_rollup; what one more idle worker costs is its private part), next to
