@@ -300,29 +300,45 @@ int main(int argc, char** argv) {
     }
   }
 
-  // Workload data: a C file and a git checkout of 200 files, readable by the sandbox user.
+  // Workload data: a C file and a git checkout of 200 files, readable by the sandbox user, and
+  // a copy of the checkout in the sandbox's workspace. Each side runs `git status` in its own
+  // checkout, whose index records the files' owners as that side sees them: the sandbox sees
+  // the host's files as another uid, and with a foreign index git would re-read and hash every
+  // file on every run (core.checkStat), measuring git's reaction to the owner, not the sandbox.
+  // The files are dated an hour back so that no entry is "racily clean" (as new as the index),
+  // which git would also re-read every time.
   char tmpl[] = "/tmp/airlock-bench-XXXXXX";
   std::string dir = mkdtemp(tmpl);
   (void)WriteFileAtomic(dir + "/hello.c", "#include <stdio.h>\nint main(){puts(\"hi\");}\n");
   std::string git_setup = fmt::format(
       "cd {} && mkdir home && git init -q repo && cd repo && for i in $(seq 200); do echo $i > "
-      "f$i; done && git add . && git -c user.email=b@b -c user.name=b commit -qm init && "
-      "chmod -R a+rX {}",
+      "f$i; done && touch -d '1 hour ago' f* && git add . && git -c user.email=b@b -c user.name=b "
+      "commit -qm init && "
+      "mkdir ../ws && cp -a ../repo ../ws/repo && chmod -R a+rX {}",
       dir, dir);
   if (std::system(git_setup.c_str()) != 0) return 1;
+  const std::string sandbox_repo = "/sandbox/workspace/repo";
   struct Workload {
     std::string name;
     std::vector<std::string> argv;
+    std::vector<std::string> sandbox_argv;  // when it differs from argv
+    const std::vector<std::string>& InSandbox() const {
+      return sandbox_argv.empty() ? argv : sandbox_argv;
+    }
   } workloads[] = {
-      {"python3 -c 'import json'", {"/usr/bin/python3", "-c", "import json"}},
-      {"gcc -O2 -c hello.c", {"/usr/bin/gcc", "-O2", "-c", dir + "/hello.c", "-o", "/dev/null"}},
+      {"python3 -c 'import json'", {"/usr/bin/python3", "-c", "import json"}, {}},
+      {"gcc -O2 -c hello.c",
+       {"/usr/bin/gcc", "-O2", "-c", dir + "/hello.c", "-o", "/dev/null"},
+       {}},
       {"git status (200 files)",
-       {"/usr/bin/git", "-C", dir + "/repo", "-c", "safe.directory=*", "status", "--porcelain"}},
+       {"/usr/bin/git", "-C", dir + "/repo", "-c", "safe.directory=*", "status", "--porcelain"},
+       {"/usr/bin/git", "-C", sandbox_repo, "-c", "safe.directory=*", "status", "--porcelain"}},
   };
 
   engine::SandboxOptions o;
   o.cgroups = cgroups->get();
   o.spec.filesystem.mounts.push_back({dir, dir, spec::MountMode::kReadOnly});
+  o.spec.filesystem.workspace = dir + "/ws";
   o.spec.filesystem.mounts.push_back(
       {timer, "/opt/airlock-bench/timer", spec::MountMode::kReadOnly});
   // Git neither takes locks nor rewrites its index, so both sides do the same work.
@@ -331,6 +347,18 @@ int main(int argc, char** argv) {
   if (!sandbox.ok()) {
     std::fprintf(stderr, "create: %s\n", sandbox.status().ToString().c_str());
     return 1;
+  }
+  // The sandbox's checkout gets an index written from inside (the outside one was written by
+  // its commit), as when an agent checks out a repository in its sandbox.
+  {
+    auto r = (*sandbox)->Exec({.argv = {"/usr/bin/git", "-C", sandbox_repo, "-c",
+                                        "safe.directory=*", "update-index", "--refresh"},
+                               .env = {{"GIT_OPTIONAL_LOCKS", "1"}}},
+                              {});
+    if (!r.ok() || r->classification != Classification::kOk) {
+      std::fprintf(stderr, "git update-index in the sandbox failed\n");
+      return 1;
+    }
   }
 
   // 3. Exec round trip of a warm sandbox.
@@ -373,7 +401,7 @@ int main(int argc, char** argv) {
       "       the ratios of back-to-back pairs; (b) the rest of each Exec call (its fixed cost)\n");
   for (const Workload& w : workloads) {
     std::vector<std::string> in_argv = {"/opt/airlock-bench/timer"};
-    in_argv.insert(in_argv.end(), w.argv.begin(), w.argv.end());
+    in_argv.insert(in_argv.end(), w.InSandbox().begin(), w.InSandbox().end());
     std::vector<std::string> out_argv = {timer};
     out_argv.insert(out_argv.end(), w.argv.begin(), w.argv.end());
     std::vector<double> inside, outside, fixed, cpu_in, cpu_out;
@@ -416,13 +444,12 @@ int main(int argc, char** argv) {
   // 5. One-shot: a whole sandbox per command.
   std::printf("\n5. one-shot: airlock run (a fresh level-2 sandbox) vs the command alone\n");
   for (const Workload& w : workloads) {
-    std::vector<std::string> sandboxed = {airlock_bin, "run",
-                                          "--level",   "2",
-                                          "--log-dir", log_dir,
-                                          "--mount",   dir + ":" + dir + ":ro",
-                                          "--env",     "GIT_OPTIONAL_LOCKS=0",
-                                          "--"};
-    sandboxed.insert(sandboxed.end(), w.argv.begin(), w.argv.end());
+    std::vector<std::string> sandboxed = {
+        airlock_bin,   "run",       "--level", "2",
+        "--log-dir",   log_dir,     "--mount", dir + ":" + dir + ":ro",
+        "--workspace", dir + "/ws", "--env",   "GIT_OPTIONAL_LOCKS=0",
+        "--"};
+    sandboxed.insert(sandboxed.end(), w.InSandbox().begin(), w.InSandbox().end());
     std::vector<double> a, b;
     Alternate(
         w.name, runs / 2, [&] { return Run(sandboxed).ms; }, &a,
