@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -52,23 +53,65 @@ bool Parked(pid_t tid) {
       ;
 }
 
+// How often the thread `tid` of this process has left a CPU (voluntary and involuntary context
+// switches, /proc/self/task/TID/status), or -1 if that cannot be read.
+long Switches(pid_t tid) {
+  std::string path = fmt::format("/proc/self/task/{}/status", tid);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char buf[4096];
+  ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
+  ::close(fd);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  long total = 0;
+  int found = 0;
+  for (const char* key : {"\nvoluntary_ctxt_switches:", "\nnonvoluntary_ctxt_switches:"}) {
+    if (const char* at = std::strstr(buf, key)) {
+      total += std::strtol(at + std::strlen(key), nullptr, 10);
+      ++found;
+    }
+  }
+  return found == 2 ? total : -1;
+}
+
+// A helper thread found parked, with its switch count read just before.
+struct Helper {
+  pid_t tid;
+  long switches;
+};
+
 // Every thread but the caller's is parked; tries a few times, a helper may be between waits.
-absl::Status CheckHelpersParked() {
+absl::StatusOr<std::vector<Helper>> ParkedHelpers() {
   pid_t self = static_cast<pid_t>(::syscall(SYS_gettid));
   pid_t busy = 0;
   for (int attempt = 0; attempt < 20; ++attempt) {
     if (attempt > 0) ::usleep(500);
     busy = 0;
     ASSIGN_OR_RETURN(std::vector<pid_t> tids, ThreadIds());
+    std::vector<Helper> helpers;
     for (pid_t tid : tids) {
-      if (tid != self && !Parked(tid)) busy = tid;
+      if (tid == self) continue;
+      long switches = Switches(tid);
+      if (switches < 0 || !Parked(tid)) busy = tid;
+      helpers.push_back({tid, switches});
     }
-    if (busy == 0) return absl::OkStatus();
+    if (busy == 0) return helpers;
   }
   return FailedPrecondition(fmt::format(
       "the zygote's helper thread {} is not parked in a wait; a worker forked now could inherit a "
       "lock it holds",
       busy));
+}
+
+// Whether every helper stayed in its wait since ParkedHelpers found it there: parked now, and it
+// has not left a CPU since. A helper that woke would be running or runnable now (not parked), or
+// would have been switched out again (one more switch).
+bool StayedParked(const std::vector<Helper>& helpers) {
+  for (const Helper& h : helpers) {
+    if (!Parked(h.tid) || Switches(h.tid) != h.switches) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -79,7 +122,7 @@ absl::StatusOr<int> ThreadCount() {
 }
 
 absl::StatusOr<ForkedWorker> ForkWorker(std::string_view plan, const int* fds, int nfds,
-                                        int threads) {
+                                        int threads, const std::function<void()>& before_clone) {
   internal::WorkerPlan worker;
   if (!internal::DecodeWorkerPlan(plan, fds, nfds, &worker)) {
     return InvalidArgument("worker plan: malformed");
@@ -97,7 +140,10 @@ absl::StatusOr<ForkedWorker> ForkWorker(std::string_view plan, const int* fds, i
         "threads (a thread pool, worker threads), and a worker forked now would lack them",
         running, threads));
   }
-  if (threads > 1) RETURN_IF_ERROR(CheckHelpersParked());
+  std::vector<Helper> helpers;
+  if (threads > 1) {
+    ASSIGN_OR_RETURN(helpers, ParkedHelpers());
+  }
   int pidfd = -1;
   struct clone_args args = {};
   args.flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC |
@@ -110,13 +156,24 @@ absl::StatusOr<ForkedWorker> ForkWorker(std::string_view plan, const int* fds, i
     args.flags |= CLONE_INTO_CGROUP;
     args.cgroup = static_cast<uint64_t>(worker.cgroup_fd);
   }
+  if (before_clone) before_clone();
   long pid = internal::Clone3(&args);
   if (pid < 0) return ErrnoStatus(errno, "clone3 worker");
   if (pid == 0) {
     internal::EnterWorker(&worker);  // returns only when contained
     return ForkedWorker{0, UniqueFd()};
   }
-  return ForkedWorker{static_cast<pid_t>(pid), UniqueFd(pidfd)};
+  ForkedWorker forked{static_cast<pid_t>(pid), UniqueFd(pidfd)};
+  // A helper that woke between the check and the clone may have held a lock at the instant the
+  // memory was copied. The worker has run none of our code yet (it waits for the host's go), so
+  // it is killed unseen and the host asks again.
+  if (!helpers.empty() && !StayedParked(helpers)) {
+    if (internal::PidfdSendSignal(forked.pidfd.get(), SIGKILL) != 0) {
+      return ErrnoStatus(errno, "kill a worker cloned while a helper thread ran");
+    }
+    forked.discarded = true;
+  }
+  return forked;
 }
 
 }  // namespace airlock::engine

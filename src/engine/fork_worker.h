@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <string_view>
 
 #include "absl/status/statusor.h"
@@ -17,6 +18,9 @@ namespace airlock::engine {
 struct ForkedWorker {
   pid_t pid = -1;
   UniqueFd pidfd;
+  // Cloned while a helper thread of the zygote ran, so its memory may hold a lock taken midway:
+  // it was killed before it ran any code of the zygote. The host reaps it and asks again.
+  bool discarded = false;
 };
 
 // Zygote side: decodes a WorkerLaunch's plan (with the descriptors that came with it) and clones
@@ -31,11 +35,15 @@ struct ForkedWorker {
 // worker. So the caller must be single-threaded (`threads` = 1), or declare the idle helper
 // threads its runtime keeps (`threads` = 1 + their number; node's platform threads): there must
 // be exactly that many, and every other thread must be parked in a wait (futex, epoll) when the
-// worker is cloned, holding no lock the worker could need.
+// worker is cloned, holding no lock the worker could need. Each helper is found parked before the
+// clone and found again in the same wait after it, with no context switch in between; otherwise
+// the worker comes back `discarded`.
 // Errors: a malformed plan (InvalidArgument); another number of threads, or a helper thread not
 // parked (FailedPrecondition); clone3's errno.
+// `before_clone`, if set, runs after the helpers were found parked, just before the clone.
 absl::StatusOr<ForkedWorker> ForkWorker(std::string_view plan, const int* fds, int nfds,
-                                        int threads = 1);
+                                        int threads = 1,
+                                        const std::function<void()>& before_clone = nullptr);
 
 // The number of threads of the calling process (/proc/self/task), or an error.
 absl::StatusOr<int> ThreadCount();

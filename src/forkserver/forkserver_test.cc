@@ -404,6 +404,23 @@ TEST_F(ForkServerTest, NetworkProfilesOtherThanNoneAreRefused) {
   EXPECT_THAT(std::string(s.status().message()), HasSubstr("no egress path"));
 }
 
+// The race a zygote with helper threads (node's) runs on every fork: a helper found parked wakes
+// and takes a lock before the clone copies the memory. Attack surface: none from a worker; this is
+// the zygote's own timing. Outcome: every worker that runs finds the lock free, because a worker
+// cloned while the helper ran is killed unseen and the fork asked again (the test zygote wakes its
+// helper on every odd attempt, so each request takes exactly two).
+TEST_F(ForkServerTest, WorkerClonedWhileAHelperRanIsDiscardedAndForkedAgain) {
+  ForkServerOptions o = Options();
+  o.preload.clear();
+  o.zygote_path = AIRLOCK_TEST_BUSY_HELPER_ZYGOTE;
+  StartServer(std::move(o));
+  for (int request = 1; request <= 3; ++request) {
+    CommandResult r = RunPython("unused");
+    EXPECT_EQ(r.classification, Classification::kOk) << r.stdout_preview << r.stderr_preview;
+    EXPECT_EQ(r.stdout_preview, fmt::format("mutex free after {} attempts\n", 2 * request));
+  }
+}
+
 // The Node template: node's own zygote (bin/airlock-zygote-node), the same server and sandboxes.
 class NodeForkServerTest : public ForkServerTest {
  protected:

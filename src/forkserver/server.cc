@@ -381,36 +381,50 @@ absl::StatusOr<engine::ForkedWorker> ForkServer::Fork(const engine::WorkerLaunch
   std::string frame = internal::EncodeForkRequest({launch.plan, launch.env, code});
   // One fork at a time: the zygote answers requests in order.
   std::lock_guard zlock(zygote_mu_);
-  if (!zygote_sock_) {
-    *lost = true;
-    return Unavailable("the zygote is gone; a new one is started for the next request");
+  // A worker cloned while one of the zygote's helper threads ran comes back killed (EAGAIN):
+  // it is reaped here and the same request sent again, a few times at most.
+  constexpr int kMaxAttempts = 8;
+  for (int attempt = 1;; ++attempt) {
+    if (!zygote_sock_) {
+      *lost = true;
+      return Unavailable("the zygote is gone; a new one is started for the next request");
+    }
+    if (init::SendFrame(zygote_sock_.get(), static_cast<uint32_t>(internal::ZygoteFrame::kFork),
+                        frame, launch.fds.data(), static_cast<int>(launch.fds.size())) != 0) {
+      *lost = true;
+      return Unavailable("the zygote is gone; a new one is started for the next request");
+    }
+    uint32_t type = 0;
+    std::string payload;
+    int fds[init::kMaxFds];
+    int nfds = 0;
+    int err = WaitReadable(zygote_sock_.get(), milliseconds(30000))
+                  ? init::ReceiveFrame(zygote_sock_.get(), &type, &payload, fds, &nfds)
+                  : ETIMEDOUT;
+    std::vector<UniqueFd> received;
+    for (int i = 0; i < nfds; ++i) received.emplace_back(fds[i]);
+    internal::ForkReply reply;
+    if (err != 0 || type != static_cast<uint32_t>(internal::ZygoteFrame::kForked) ||
+        !internal::DecodeForkReply(payload, &reply)) {
+      *lost = true;
+      zygote_sock_.Reset();  // out of step with us: ZygoteAlive is false until it is replaced
+      return Unavailable(
+          "the zygote died or did not answer while forking; a new one is started for the next "
+          "request");
+    }
+    if (reply.err == EAGAIN && received.size() == 1) {
+      siginfo_t info;
+      ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(received[0].get()), &info,
+               WEXITED);
+      Log().Debug("worker discarded", {{"attempt", attempt}, {"reason", reply.message}});
+      if (attempt < kMaxAttempts) continue;
+      return Unavailable(fmt::format("zygote: {} forks in a row ran into a busy helper thread ({})",
+                                     attempt, reply.message));
+    }
+    if (reply.err != 0) return FailedPrecondition(fmt::format("zygote: {}", reply.message));
+    if (received.size() != 1 || reply.pid <= 0) return Internal("zygote: reply without a pidfd");
+    return engine::ForkedWorker{reply.pid, std::move(received[0])};
   }
-  if (init::SendFrame(zygote_sock_.get(), static_cast<uint32_t>(internal::ZygoteFrame::kFork),
-                      frame, launch.fds.data(), static_cast<int>(launch.fds.size())) != 0) {
-    *lost = true;
-    return Unavailable("the zygote is gone; a new one is started for the next request");
-  }
-  uint32_t type = 0;
-  std::string payload;
-  int fds[init::kMaxFds];
-  int nfds = 0;
-  int err = WaitReadable(zygote_sock_.get(), milliseconds(30000))
-                ? init::ReceiveFrame(zygote_sock_.get(), &type, &payload, fds, &nfds)
-                : ETIMEDOUT;
-  std::vector<UniqueFd> received;
-  for (int i = 0; i < nfds; ++i) received.emplace_back(fds[i]);
-  internal::ForkReply reply;
-  if (err != 0 || type != static_cast<uint32_t>(internal::ZygoteFrame::kForked) ||
-      !internal::DecodeForkReply(payload, &reply)) {
-    *lost = true;
-    zygote_sock_.Reset();  // out of step with us: ZygoteAlive is false until it is replaced
-    return Unavailable(
-        "the zygote died or did not answer while forking; a new one is started for the next "
-        "request");
-  }
-  if (reply.err != 0) return FailedPrecondition(fmt::format("zygote: {}", reply.message));
-  if (received.size() != 1 || reply.pid <= 0) return Internal("zygote: reply without a pidfd");
-  return engine::ForkedWorker{reply.pid, std::move(received[0])};
 }
 
 absl::StatusOr<std::string> ForkServer::Run(const std::string& payload,

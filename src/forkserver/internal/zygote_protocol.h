@@ -30,7 +30,9 @@ struct ForkRequest {
 };
 
 struct ForkReply {
-  int32_t err = 0;  // 0: pid (and a pidfd beside the frame) is the worker
+  // 0: pid (and a pidfd beside the frame) is the worker. EAGAIN: pid and pidfd are a worker
+  // killed before it ran (a helper thread ran during the clone); reap it and ask again.
+  int32_t err = 0;
   std::string message;
   pid_t pid = -1;
 };

@@ -50,7 +50,7 @@ std::optional<ForkRequest> ServeForks(int threads, const ForkHooks& hooks) {
     }
     if (hooks.before) hooks.before();
     absl::StatusOr<engine::ForkedWorker> worker =
-        engine::ForkWorker(request.plan, fds, nfds, threads);
+        engine::ForkWorker(request.plan, fds, nfds, threads, hooks.before_clone);
     if (worker.ok() && worker->pid == 0) return request;
     if (hooks.after) hooks.after();
     for (int i = 0; i < nfds; ++i) ::close(fds[i]);
@@ -61,6 +61,10 @@ std::optional<ForkRequest> ServeForks(int threads, const ForkHooks& hooks) {
     } else {
       reply.pid = worker->pid;
       pidfd = worker->pidfd.get();
+      if (worker->discarded) {
+        reply.err = EAGAIN;
+        reply.message = "a helper thread ran while the worker was cloned; it was killed";
+      }
     }
     if (Reply(reply, pidfd) != 0) return std::nullopt;
   }

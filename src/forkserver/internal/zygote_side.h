@@ -21,6 +21,8 @@ bool SendReady();
 struct ForkHooks {
   std::function<void()> before;  // just before the worker is cloned
   std::function<void()> after;   // right after, whether or not the clone worked
+  // After the helper threads were found parked, just before the clone (the tests wake one here).
+  std::function<void()> before_clone;
 };
 
 // Serves kFork requests: forks each worker (engine::ForkWorker with `threads`, see there), closes

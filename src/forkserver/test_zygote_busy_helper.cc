@@ -1,0 +1,74 @@
+// A zygote for forkserver_test (started as the "python" template's zygote program): it keeps one
+// helper thread parked in a futex wait, as node keeps its platform threads, and makes it wake at
+// the worst moment. Every other fork attempt, after ForkWorker has found the helper parked and
+// just before the clone, the helper is woken and takes a mutex, which it then holds for 3 ms. A
+// worker cloned then would inherit that mutex locked forever; ForkWorker must discard it and the
+// fork-server ask again.
+//
+// A worker prints whether it could take the mutex and how many fork attempts the zygote had made
+// when it was cloned (discarded ones included), and exits 0 if it could, 1 if not.
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+
+#include "forkserver/internal/zygote_side.h"
+
+namespace {
+
+pthread_mutex_t g_mutex = PTHREAD_MUTEX_INITIALIZER;
+std::atomic<uint32_t> g_wake{0};  // futex word: bumped to wake the helper
+std::atomic<bool> g_holding{false};
+long g_attempts = 0;
+
+void* Helper(void*) {
+  for (;;) {
+    uint32_t seen = g_wake.load();
+    ::syscall(SYS_futex, &g_wake, FUTEX_WAIT_PRIVATE, seen, nullptr, nullptr, 0);
+    if (g_wake.load() == seen) continue;  // spurious
+    pthread_mutex_lock(&g_mutex);
+    g_holding = true;
+    ::usleep(3000);
+    g_holding = false;
+    pthread_mutex_unlock(&g_mutex);
+  }
+  return nullptr;
+}
+
+void WakeHelperOnOddAttempts() {
+  if (++g_attempts % 2 == 0) return;
+  g_wake.fetch_add(1);
+  ::syscall(SYS_futex, &g_wake, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+  while (!g_holding.load()) ::sched_yield();
+}
+
+}  // namespace
+
+int main() {
+  using namespace airlock::forkserver::internal;
+  if (!HasForkServerSocket()) return 2;
+  pthread_t helper;
+  if (pthread_create(&helper, nullptr, Helper, nullptr) != 0) return 2;
+  if (!SendReady()) return 0;
+  ForkHooks hooks;
+  hooks.before_clone = WakeHelperOnOddAttempts;
+  if (!ServeForks(2, hooks)) return 0;
+  // The worker.
+  struct timespec deadline;
+  ::clock_gettime(CLOCK_REALTIME, &deadline);
+  deadline.tv_sec += 2;
+  const bool free = pthread_mutex_timedlock(&g_mutex, &deadline) == 0;
+  std::printf("mutex %s after %ld attempts\n", free ? "free" : "inherited locked", g_attempts);
+  std::fflush(stdout);
+  int32_t status = free ? 0 : 1;
+  ::close(1);
+  ::close(2);
+  (void)!::write(3, &status, sizeof(status));
+  _exit(status);
+}
