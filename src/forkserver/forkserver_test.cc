@@ -441,10 +441,12 @@ class NodeForkServerTest : public ForkServerTest {
 TEST_F(NodeForkServerTest, RunsCodeAsNodeDashE) {
   StartServer(NodeOptions());
   CommandResult hello = RunNode(
-      "console.log('hello', preloaded, typeof require, __filename, process.argv.length)\n"
+      "console.log('hello', preloaded, typeof require, __filename, process.argv.length,\n"
+      "  typeof require.main, typeof process.mainModule, module.parent, module.path,\n"
+      "  Object.keys(require.cache).filter(k => k.includes('airlock')).length)\n"
       "console.error('warn')");
   EXPECT_EQ(hello.classification, Classification::kOk) << hello.stderr_preview;
-  EXPECT_EQ(hello.stdout_preview, "hello 9 function [eval] 1\n");
+  EXPECT_EQ(hello.stdout_preview, "hello 9 function [eval] 1 undefined undefined undefined . 0\n");
   EXPECT_EQ(hello.stderr_preview, "warn\n");
   EXPECT_GT(hello.usage.memory_peak_bytes, 0);
   // Output is written synchronously to the worker's pipes, however much of it (the streams were

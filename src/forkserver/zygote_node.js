@@ -36,7 +36,7 @@ for (let i = 0; i < args.length; ++i) {
 function evalAsScript(code, name) {
   const directory = process.cwd();
   const filename = path.join(directory, name);
-  const module = new Module(name, null);
+  const module = new Module(name);
   module.filename = filename;
   module.paths = Module._nodeModulePaths(directory);
   Object.assign(globalThis, {
@@ -92,6 +92,10 @@ function startWorker(request) {
   Object.defineProperty(process, 'pid', { value: request.pid, enumerable: true, configurable: true });
   process.argv = [process.argv[0]];
   process.execArgv = [];
+  // `node -e` has no main module, and nothing of the bootstrap is in require.cache.
+  delete process.mainModule;
+  delete Module._cache[__filename];
+  delete Module._cache[require.resolve(`${__dirname}/airlock-zygote-node.node`)];
   reseedMathRandom();
   // A worker thread's own event loop would end in node's wait for the helper threads (see the
   // addon), which a forked worker does not have: refused with an error instead of a hang.
