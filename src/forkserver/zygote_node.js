@@ -17,6 +17,7 @@ if (process.version !== zygote.builtFor) {
 const crypto = require('crypto');
 const Module = require('module');
 const path = require('path');
+const url = require('url');
 const vm = require('vm');
 const workerThreads = require('worker_threads');
 
@@ -49,9 +50,23 @@ function evalAsScript(code, name) {
   return vm.runInThisContext(code, {
     filename: name,
     displayErrors: true,
-    // import() resolves as in `node -e` (node 20.12 and later; before, import() is refused).
-    importModuleDynamically: vm.constants?.USE_MAIN_CONTEXT_DEFAULT_LOADER,
+    // import() resolves as in `node -e`: with node's own loader from node 20.12, before that
+    // through a callback (which needs --experimental-vm-modules; the launcher adds it there).
+    importModuleDynamically: vm.constants?.USE_MAIN_CONTEXT_DEFAULT_LOADER ?? importFromCwd,
   });
+}
+
+// import() for node before 20.12: the specifier resolved as from a script in the working
+// directory (the callback's own import() would resolve it from this file).
+function importFromCwd(specifier) {
+  let target = specifier;
+  if (/^\.{0,2}\//.test(specifier)) {
+    target = url.pathToFileURL(path.resolve(process.cwd(), specifier)).href;
+  } else if (!/^[a-z][a-z0-9+.-]*:/i.test(specifier) && !Module.isBuiltin(specifier)) {
+    const require = Module.createRequire(path.join(process.cwd(), '[eval]'));
+    target = url.pathToFileURL(require.resolve(specifier)).href;
+  }
+  return import(target);
 }
 
 // Math.random's state is the zygote's in every worker; each worker draws a new seed. The
