@@ -1,7 +1,10 @@
 // The cost of the syscall policy and supervisor on syscall-heavy work, against the same command
 // run without a sandbox, and ptrace's full audit against `strace -f -c` on the same work.
 //
-//   bench/supervisor_bench [--rounds N] [--loop N]
+//   bench/supervisor_bench [--rounds N] [--loop N] [--variants SUBSTRING,...]
+//
+// --variants keeps only the variants whose name contains one of the substrings (and always the
+// unsandboxed reference), e.g. `--variants "filter only"` for many rounds of one comparison.
 //
 // Workloads: `find /usr -type f` and a stat/open/read/fstat/close loop (syscall_workload). Each
 // mechanism is measured twice: alone (the program on the host under the engine's profile and
@@ -29,6 +32,7 @@
 #include "engine/cgroup.h"
 #include "engine/native_sandbox.h"
 // The engine's own profile, to measure the filters alone outside a sandbox.
+#include "absl/strings/str_split.h"
 #include "engine/internal/seccomp.h"
 #include "fmt/format.h"
 #include "supervisor/testing/launch.h"
@@ -112,10 +116,12 @@ int main(int argc, char** argv) {
   using namespace airlock;
   int rounds = 7;
   long loop = 100000;
+  std::vector<std::string> only;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--rounds" && i + 1 < argc) rounds = std::atoi(argv[++i]);
     if (a == "--loop" && i + 1 < argc) loop = std::atol(argv[++i]);
+    if (a == "--variants" && i + 1 < argc) only = absl::StrSplit(argv[++i], ',');
   }
   if (geteuid() != 0) {
     std::fprintf(stderr, "supervisor_bench needs root\n");
@@ -156,6 +162,16 @@ int main(int argc, char** argv) {
   variants.push_back({"sandbox + ptrace, pre-filter", "<= 1.5x", 1.5, Where::kSandbox, ptrace});
   variants.push_back(
       {"sandbox + ptrace, every call", "<= 2x, < strace", 2.0, Where::kSandbox, ptrace_all});
+
+  if (!only.empty()) {
+    std::erase_if(variants, [&](const Variant& v) {
+      if (v.name == "unsandboxed") return false;
+      for (const std::string& o : only) {
+        if (v.name.find(o) != std::string::npos) return false;
+      }
+      return true;
+    });
+  }
 
   auto profile = engine::internal::BuildSeccompFilter();
   if (!profile.ok()) return 1;
