@@ -421,6 +421,22 @@ TEST_F(ForkServerTest, WorkerClonedWhileAHelperRanIsDiscardedAndForkedAgain) {
   }
 }
 
+// The same race on every attempt: the request is refused after 8 discarded workers, each reaped
+// (TearDown finds no cgroup left), and the server serves the next request as before.
+TEST_F(ForkServerTest, HelperRunningDuringEveryCloneEndsTheRequestUnavailable) {
+  ForkServerOptions o = Options();
+  o.preload = "every";
+  o.zygote_path = AIRLOCK_TEST_BUSY_HELPER_ZYGOTE;
+  StartServer(std::move(o));
+  for (int request = 1; request <= 2; ++request) {
+    auto r = forkserver::Run(dir_ + "/fs.sock", {.template_name = "python", .code = "unused"});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr("8 forks in a row"));
+  }
+  EXPECT_EQ(server_->zygote_starts(), 1);
+}
+
 // The Node template: node's own zygote (bin/airlock-zygote-node), the same server and sandboxes.
 class NodeForkServerTest : public ForkServerTest {
  protected:

@@ -1,7 +1,8 @@
 // A zygote for forkserver_test (started as the "python" template's zygote program): it keeps one
 // helper thread parked in a futex wait, as node keeps its platform threads, and makes it wake at
-// the worst moment. Every other fork attempt, after ForkWorker has found the helper parked and
-// just before the clone, the helper is woken and takes a mutex, which it then holds for 3 ms. A
+// the worst moment. Every other fork attempt (every attempt with `--preload every`), after
+// ForkWorker has found the helper parked and just before the clone, the helper is woken and
+// takes a mutex, which it then holds for 3 ms. A
 // worker cloned then would inherit that mutex locked forever; ForkWorker must discard it and the
 // fork-server ask again.
 //
@@ -17,6 +18,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <string_view>
 
 #include "forkserver/internal/zygote_side.h"
 
@@ -41,8 +43,10 @@ void* Helper(void*) {
   return nullptr;
 }
 
-void WakeHelperOnOddAttempts() {
-  if (++g_attempts % 2 == 0) return;
+bool g_every_attempt = false;  // `--preload every`: no fork ever succeeds
+
+void WakeHelper() {
+  if (++g_attempts % 2 == 0 && !g_every_attempt) return;
   g_wake.fetch_add(1);
   ::syscall(SYS_futex, &g_wake, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
   while (!g_holding.load()) ::sched_yield();
@@ -50,14 +54,16 @@ void WakeHelperOnOddAttempts() {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   using namespace airlock::forkserver::internal;
   if (!HasForkServerSocket()) return 2;
+  g_every_attempt =
+      argc == 3 && std::string_view(argv[1]) == "--preload" && std::string_view(argv[2]) == "every";
   pthread_t helper;
   if (pthread_create(&helper, nullptr, Helper, nullptr) != 0) return 2;
   if (!SendReady()) return 0;
   ForkHooks hooks;
-  hooks.before_clone = WakeHelperOnOddAttempts;
+  hooks.before_clone = WakeHelper;
   if (!ServeForks(2, hooks)) return 0;
   // The worker.
   struct timespec deadline;
