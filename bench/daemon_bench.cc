@@ -390,6 +390,7 @@ int Main(int argc, char** argv) {
       std::printf("  the pool refilled in %.0f ms\n", WaitForPool(*client, pool));
     }
     std::string id = Create(*client, spec);
+    if (pool > 0 && warm > 0) WaitForPool(*client, pool);  // the one this create took
     std::string node = ReadFile(d.dir + "/data/node-id", 256).value_or("");
     node = node.substr(0, node.find('\n'));
     pid_t shim = std::atoi(

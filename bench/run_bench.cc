@@ -306,15 +306,16 @@ int main(int argc, char** argv) {
   // the host's files as another uid, and with a foreign index git would re-read and hash every
   // file on every run (core.checkStat), measuring git's reaction to the owner, not the sandbox.
   // The files are dated an hour back so that no entry is "racily clean" (as new as the index),
-  // which git would also re-read every time.
+  // which git would also re-read every time, and nothing changes their status (their ctime)
+  // after the host's index records it.
   char tmpl[] = "/tmp/airlock-bench-XXXXXX";
   std::string dir = mkdtemp(tmpl);
   (void)WriteFileAtomic(dir + "/hello.c", "#include <stdio.h>\nint main(){puts(\"hi\");}\n");
   std::string git_setup = fmt::format(
       "cd {} && mkdir home && git init -q repo && cd repo && for i in $(seq 200); do echo $i > "
-      "f$i; done && touch -d '1 hour ago' f* && git add . && git -c user.email=b@b -c user.name=b "
-      "commit -qm init && "
-      "mkdir ../ws && cp -a ../repo ../ws/repo && chmod -R a+rX {}",
+      "f$i; done && touch -d '1 hour ago' f* && chmod -R a+rX {} && git add . && "
+      "git -c user.email=b@b -c user.name=b commit -qm init && git update-index -q --refresh && "
+      "mkdir ../ws && cp -a ../repo ../ws/repo",
       dir, dir);
   if (std::system(git_setup.c_str()) != 0) return 1;
   const std::string sandbox_repo = "/sandbox/workspace/repo";

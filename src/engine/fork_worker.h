@@ -18,8 +18,9 @@ namespace airlock::engine {
 struct ForkedWorker {
   pid_t pid = -1;
   UniqueFd pidfd;
-  // Cloned while a helper thread of the zygote ran, so its memory may hold a lock taken midway:
-  // it was killed before it ran any code of the zygote. The host reaps it and asks again.
+  // Cloned while a helper thread of the zygote ran, so its memory may hold a lock taken midway.
+  // It was sent SIGKILL while it waited for the host's release, before it ran any code of the
+  // zygote (only the first containment steps). The host kills it too, reaps it, asks again.
   bool discarded = false;
 };
 

@@ -435,6 +435,9 @@ TEST_F(ForkServerTest, HelperRunningDuringEveryCloneEndsTheRequestUnavailable) {
     EXPECT_THAT(std::string(r.status().message()), HasSubstr("8 forks in a row"));
   }
   EXPECT_EQ(server_->zygote_starts(), 1);
+  // The 16 discarded workers were children of this process (CLONE_PARENT), like the zygote:
+  // reaped, only the zygote is left.
+  EXPECT_EQ(ChildrenNamed("test_zygote_bus"), 1);
 }
 
 // The Node template: node's own zygote (bin/airlock-zygote-node), the same server and sandboxes.
@@ -605,6 +608,13 @@ TEST_F(NodeForkServerTest, ProgramsThatUseTheRuntimeRunToTheirEnd) {
     EXPECT_EQ(r.stdout_preview, c.output) << c.code << "\n" << r.stderr_preview;
     EXPECT_EQ(r.stderr_preview, "") << c.code;
   }
+  // import() passes its attributes on (a JSON module needs its type; node 18 warns on stderr
+  // that JSON modules are experimental, as `node -e` does there).
+  CommandResult json = RunNode(
+      "require('fs').writeFileSync('/tmp/x.json', '{\"a\": 5}')\n"
+      "import('/tmp/x.json', {with: {type: 'json'}}).then(m => console.log(m.default.a))",
+      std::chrono::seconds(20));
+  EXPECT_EQ(json.stdout_preview, "5\n") << json.stderr_preview;
   // Exit codes from the ways out node has: process.exit in an 'exit' listener wins; a throw in a
   // 'beforeExit' listener is uncaught (printed, exit 1).
   CommandResult nested =

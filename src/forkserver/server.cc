@@ -381,8 +381,8 @@ absl::StatusOr<engine::ForkedWorker> ForkServer::Fork(const engine::WorkerLaunch
   std::string frame = internal::EncodeForkRequest({launch.plan, launch.env, code});
   // One fork at a time: the zygote answers requests in order.
   std::lock_guard zlock(zygote_mu_);
-  // A worker cloned while one of the zygote's helper threads ran comes back killed (EAGAIN):
-  // it is reaped here and the same request sent again, a few times at most.
+  // A worker cloned while one of the zygote's helper threads ran comes back to be discarded
+  // (EAGAIN): it is killed and reaped here and the same request sent again, 8 attempts in all.
   constexpr int kMaxAttempts = 8;
   for (int attempt = 1;; ++attempt) {
     if (!zygote_sock_) {
@@ -412,10 +412,16 @@ absl::StatusOr<engine::ForkedWorker> ForkServer::Fork(const engine::WorkerLaunch
           "the zygote died or did not answer while forking; a new one is started for the next "
           "request");
     }
-    if (reply.err == EAGAIN && received.size() == 1) {
+    if (reply.err == EAGAIN) {
+      if (received.size() != 1) return Internal("zygote: a discarded worker without a pidfd");
+      // It is blocked before its release; the kill makes the wait short whatever the zygote did.
+      const int pidfd = received[0].get();
+      (void)::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
       siginfo_t info;
-      ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(received[0].get()), &info,
-               WEXITED);
+      while (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd), &info, WEXITED) !=
+                 0 &&
+             errno == EINTR) {
+      }
       Log().Debug("worker discarded", {{"attempt", attempt}, {"reason", reply.message}});
       if (attempt < kMaxAttempts) continue;
       return Unavailable(fmt::format("zygote: {} forks in a row ran into a busy helper thread ({})",

@@ -64,6 +64,11 @@ int main(int argc, char** argv) {
   if (!SendReady()) return 0;
   ForkHooks hooks;
   hooks.before_clone = WakeHelper;
+  // The next attempt starts once the helper has let go of the mutex, however slowly it is
+  // scheduled: ForkWorker's own wait for it to park again is short.
+  hooks.after = [] {
+    while (g_holding.load()) ::sched_yield();
+  };
   if (!ServeForks(2, hooks)) return 0;
   // The worker.
   struct timespec deadline;

@@ -8,7 +8,8 @@
 // which keep its helper threads idle (see the addon).
 'use strict';
 
-const zygote = require(`${__dirname}/airlock-zygote-node.node`);
+const addonFile = require.resolve(`${__dirname}/airlock-zygote-node.node`);
+const zygote = require(addonFile);
 if (process.version !== zygote.builtFor) {
   zygote.diagnose(`built for node ${zygote.builtFor}, running on ${process.version}`);
   process.exit(2);
@@ -52,21 +53,23 @@ function evalAsScript(code, name) {
     displayErrors: true,
     // import() resolves as in `node -e`: with node's own loader from node 20.12, before that
     // through a callback (which needs --experimental-vm-modules; the launcher adds it there).
-    importModuleDynamically: vm.constants?.USE_MAIN_CONTEXT_DEFAULT_LOADER ?? importFromCwd,
+    importModuleDynamically: vm.constants?.USE_MAIN_CONTEXT_DEFAULT_LOADER ??
+        ((specifier, script, assertions) => importFrom(directory, specifier, assertions)),
   });
 }
 
-// import() for node before 20.12: the specifier resolved as from a script in the working
-// directory (the callback's own import() would resolve it from this file).
-function importFromCwd(specifier) {
+// import() for node before 20.12: the specifier resolved as from a script in `directory` (the
+// callback's own import() would resolve it from this file). Packages resolve as require() finds
+// them (the "require" export, NODE_PATH), not as node's ESM loader would.
+function importFrom(directory, specifier, assertions) {
   let target = specifier;
   if (/^\.{0,2}\//.test(specifier)) {
-    target = url.pathToFileURL(path.resolve(process.cwd(), specifier)).href;
+    target = url.pathToFileURL(path.resolve(directory, specifier)).href;
   } else if (!/^[a-z][a-z0-9+.-]*:/i.test(specifier) && !Module.isBuiltin(specifier)) {
-    const require = Module.createRequire(path.join(process.cwd(), '[eval]'));
+    const require = Module.createRequire(path.join(directory, '[eval]'));
     target = url.pathToFileURL(require.resolve(specifier)).href;
   }
-  return import(target);
+  return import(target, { assert: assertions ?? {} });
 }
 
 // Math.random's state is the zygote's in every worker; each worker draws a new seed. The
@@ -110,7 +113,7 @@ function startWorker(request) {
   // `node -e` has no main module, and nothing of the bootstrap is in require.cache.
   delete process.mainModule;
   delete Module._cache[__filename];
-  delete Module._cache[require.resolve(`${__dirname}/airlock-zygote-node.node`)];
+  delete Module._cache[addonFile];
   reseedMathRandom();
   // A worker thread's own event loop would end in node's wait for the helper threads (see the
   // addon), which a forked worker does not have: refused with an error instead of a hang.

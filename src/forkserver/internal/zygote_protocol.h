@@ -19,7 +19,7 @@
 namespace airlock::forkserver::internal {
 
 inline constexpr int kZygoteFd = 3;
-inline constexpr uint32_t kZygoteVersion = 1;
+inline constexpr uint32_t kZygoteVersion = 2;  // 2: the EAGAIN reply
 
 enum class ZygoteFrame : uint32_t { kReady = 101, kFork = 102, kForked = 103 };
 
@@ -30,8 +30,9 @@ struct ForkRequest {
 };
 
 struct ForkReply {
-  // 0: pid (and a pidfd beside the frame) is the worker. EAGAIN: pid and pidfd are a worker
-  // killed before it ran (a helper thread ran during the clone); reap it and ask again.
+  // 0: pid (and a pidfd beside the frame) is the worker. EAGAIN: pid and pidfd are a worker to
+  // discard (a helper thread ran during the clone; the zygote sent it SIGKILL while it waited for
+  // its release): kill it, reap it and ask again.
   int32_t err = 0;
   std::string message;
   pid_t pid = -1;
