@@ -386,11 +386,10 @@ int Main(int argc, char** argv) {
   // shared host): the daemon's, the sandbox's shim's, and the sandbox's (airlock-init, `true`).
   // With a pool, after it has refilled: its restarts would otherwise run beside the execs.
   {
-    if (pool > 0 && warm > 0) {
+    std::string id = Create(*client, spec);
+    if (pool > 0 && warm > 0) {  // the burst's and this create's
       std::printf("  the pool refilled in %.0f ms\n", WaitForPool(*client, pool));
     }
-    std::string id = Create(*client, spec);
-    if (pool > 0 && warm > 0) WaitForPool(*client, pool);  // the one this create took
     std::string node = ReadFile(d.dir + "/data/node-id", 256).value_or("");
     node = node.substr(0, node.find('\n'));
     pid_t shim = std::atoi(

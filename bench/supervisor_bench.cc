@@ -29,10 +29,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_split.h"
 #include "engine/cgroup.h"
 #include "engine/native_sandbox.h"
 // The engine's own profile, to measure the filters alone outside a sandbox.
-#include "absl/strings/str_split.h"
 #include "engine/internal/seccomp.h"
 #include "fmt/format.h"
 #include "supervisor/testing/launch.h"

@@ -33,18 +33,26 @@ absl::StatusOr<std::vector<pid_t>> ThreadIds() {
   return tids;
 }
 
+// The contents of /proc/self/task/TID/NAME, or "" if it cannot be read.
+std::string ReadTaskFile(pid_t tid, const char* name) {
+  std::string path = fmt::format("/proc/self/task/{}/{}", tid, name);
+  std::string contents;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return contents;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof(buf))) > 0) contents.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  return contents;
+}
+
 // Whether the thread `tid` of this process is blocked in a wait that holds no lock: a futex wait
 // (a condition variable or semaphore; the mutex of a condition wait is released) or epoll. Its
 // state and the system call it is blocked in come from /proc ("running" while it runs).
 bool Parked(pid_t tid) {
-  std::string path = fmt::format("/proc/self/task/{}/syscall", tid);
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  char buf[32] = {};
-  ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
-  ::close(fd);
-  if (n <= 0 || buf[0] < '0' || buf[0] > '9') return false;
-  long nr = std::strtol(buf, nullptr, 10);
+  std::string line = ReadTaskFile(tid, "syscall");
+  if (line.empty() || line[0] < '0' || line[0] > '9') return false;
+  long nr = std::strtol(line.c_str(), nullptr, 10);
   return nr == SYS_futex || nr == SYS_epoll_pwait || nr == SYS_epoll_pwait2
 #ifdef SYS_epoll_wait
          || nr == SYS_epoll_wait
@@ -55,14 +63,7 @@ bool Parked(pid_t tid) {
 // How often the thread `tid` of this process has left a CPU (voluntary and involuntary context
 // switches, /proc/self/task/TID/status), or -1 if that cannot be read.
 long Switches(pid_t tid) {
-  std::string path = fmt::format("/proc/self/task/{}/status", tid);
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  std::string status;
-  char buf[4096];
-  ssize_t n;
-  while ((n = ::read(fd, buf, sizeof(buf))) > 0) status.append(buf, static_cast<size_t>(n));
-  ::close(fd);
+  std::string status = ReadTaskFile(tid, "status");
   long total = 0;
   int found = 0;
   for (std::string_view key : {"\nvoluntary_ctxt_switches:", "\nnonvoluntary_ctxt_switches:"}) {

@@ -55,6 +55,15 @@ bool WaitReadable(int fd, milliseconds timeout) {
 
 absl::Status Unavailable(const std::string& message) { return absl::UnavailableError(message); }
 
+// Waits for the child behind `pidfd` to end and reaps it; how it ended.
+siginfo_t Reap(int pidfd) {
+  siginfo_t info = {};
+  while (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd), &info, WEXITED) != 0 &&
+         errno == EINTR) {
+  }
+  return info;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ForkServer>> ForkServer::Start(ForkServerOptions options) {
@@ -233,9 +242,7 @@ std::string ForkServer::StopZygote() {
     if (!WaitReadable(zygote_pidfd_.get(), milliseconds(500))) {
       ::syscall(SYS_pidfd_send_signal, zygote_pidfd_.get(), SIGKILL, nullptr, 0);
     }
-    siginfo_t info = {};
-    ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(zygote_pidfd_.get()), &info,
-             WEXITED);
+    siginfo_t info = Reap(zygote_pidfd_.get());
     end = info.si_code == CLD_EXITED ? fmt::format("exit status {}", info.si_status)
                                      : fmt::format("killed by signal {}", info.si_status);
     zygote_pidfd_.Reset();
@@ -415,13 +422,8 @@ absl::StatusOr<engine::ForkedWorker> ForkServer::Fork(const engine::WorkerLaunch
     if (reply.err == EAGAIN) {
       if (received.size() != 1) return Internal("zygote: a discarded worker without a pidfd");
       // It is blocked before its release; the kill makes the wait short whatever the zygote did.
-      const int pidfd = received[0].get();
-      (void)::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
-      siginfo_t info;
-      while (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd), &info, WEXITED) !=
-                 0 &&
-             errno == EINTR) {
-      }
+      (void)::syscall(SYS_pidfd_send_signal, received[0].get(), SIGKILL, nullptr, 0);
+      Reap(received[0].get());
       Log().Debug("worker discarded", {{"attempt", attempt}, {"reason", reply.message}});
       if (attempt < kMaxAttempts) continue;
       return Unavailable(fmt::format("zygote: {} forks in a row ran into a busy helper thread ({})",

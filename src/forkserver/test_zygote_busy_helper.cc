@@ -2,9 +2,8 @@
 // helper thread parked in a futex wait, as node keeps its platform threads, and makes it wake at
 // the worst moment. Every other fork attempt (every attempt with `--preload every`), after
 // ForkWorker has found the helper parked and just before the clone, the helper is woken and
-// takes a mutex, which it then holds for 3 ms. A
-// worker cloned then would inherit that mutex locked forever; ForkWorker must discard it and the
-// fork-server ask again.
+// takes a mutex, which it then holds for 3 ms. A worker cloned then would inherit that mutex
+// locked forever; ForkWorker must discard it and the fork-server ask again.
 //
 // A worker prints whether it could take the mutex and how many fork attempts the zygote had made
 // when it was cloned (discarded ones included), and exits 0 if it could, 1 if not.
