@@ -2,8 +2,8 @@
 // helper thread parked in a futex wait, as node keeps its platform threads, and makes it wake at
 // the worst moment. Every other fork attempt (every attempt with `--preload every`), after
 // ForkWorker has found the helper parked and just before the clone, the helper is woken and
-// takes a mutex, which it then holds for 3 ms. A worker cloned then would inherit that mutex
-// locked forever; ForkWorker must discard it and the fork-server ask again.
+// takes a mutex, which it holds until that fork attempt is over. A worker cloned then inherits
+// that mutex locked forever; ForkWorker must discard it and the fork-server ask again.
 //
 // A worker prints whether it could take the mutex and how many fork attempts the zygote had made
 // when it was cloned (discarded ones included), and exits 0 if it could, 1 if not.
@@ -24,20 +24,26 @@
 namespace {
 
 pthread_mutex_t g_mutex = PTHREAD_MUTEX_INITIALIZER;
-std::atomic<uint32_t> g_wake{0};  // futex word: bumped to wake the helper
-std::atomic<bool> g_holding{false};
+std::atomic<uint32_t> g_wake{0};     // futex word: bumped to wake the helper
+std::atomic<bool> g_holding{false};  // the helper holds the mutex
+std::atomic<bool> g_release{false};  // the attempt is over: the helper lets go
 long g_attempts = 0;
 
 void* Helper(void*) {
+  // `seen` is the last value acted on: a wake-up that finds it unchanged is spurious, and the wait
+  // resumes on that same value, so a bump that lands meanwhile is not lost.
+  uint32_t seen = g_wake.load();
   for (;;) {
-    uint32_t seen = g_wake.load();
     ::syscall(SYS_futex, &g_wake, FUTEX_WAIT_PRIVATE, seen, nullptr, nullptr, 0);
-    if (g_wake.load() == seen) continue;  // spurious
+    uint32_t now = g_wake.load();
+    if (now == seen) continue;
+    seen = now;
+    // Held (the helper running) until released, however the two threads are scheduled.
     pthread_mutex_lock(&g_mutex);
     g_holding = true;
-    ::usleep(3000);
-    g_holding = false;
+    while (!g_release.exchange(false)) ::sched_yield();
     pthread_mutex_unlock(&g_mutex);
+    g_holding = false;
   }
   return nullptr;
 }
@@ -63,9 +69,10 @@ int main(int argc, char** argv) {
   if (!SendReady()) return 0;
   ForkHooks hooks;
   hooks.before_clone = WakeHelper;
-  // The next attempt starts once the helper has let go of the mutex, however slowly it is
-  // scheduled: ForkWorker's own wait for it to park again is short.
+  // The next attempt starts once the helper has let go of the mutex.
   hooks.after = [] {
+    if (!g_holding.load()) return;
+    g_release = true;
     while (g_holding.load()) ::sched_yield();
   };
   if (!ServeForks(2, hooks)) return 0;
