@@ -322,6 +322,16 @@ TEST_F(DaemonApiTest, ExecReturnsTheCommandResult) {
   ASSERT_EQ(one.status, 200) << one.Describe();
   EXPECT_EQ(one.json["state"], "finished");
   EXPECT_EQ(one.json["result"]["stdout_preview"], "hi\n");
+  // The metrics saw them: the exec latency histogram counts these three execs (at least; the
+  // daemon may have served others), the store's calls are timed by operation, and a sandbox runs.
+  std::string metrics = Api(daemon_, "").Get("/metrics").body;
+  const std::string count = "\nairlock_exec_seconds_count ";
+  size_t at = metrics.find(count);
+  ASSERT_NE(at, std::string::npos) << metrics;
+  long execs = std::strtol(metrics.c_str() + at + count.size(), nullptr, 10);
+  EXPECT_GE(execs, 3);
+  EXPECT_THAT(metrics, HasSubstr("airlock_store_seconds_count{op="));
+  EXPECT_THAT(metrics, ::testing::ContainsRegex("airlock_sandboxes\\{state=\"Running\"\\} [1-9]"));
 }
 
 // The command permission policy (src/cmdpolicy) refuses `sudo ...` and `curl ... | sh` before
@@ -431,6 +441,18 @@ TEST_F(DaemonApiTest, WorkspaceDiffAgainstThePinnedCommit) {
   std::string id = NewSandbox(
       {{"spec", json::object()}, {"workspace", {{"git", {{"repo", repo}, {"commit", head}}}}}});
   ASSERT_FALSE(id.empty());
+  // Hooks are off in the workspace: a hook planted in .git/hooks does not run on a commit.
+  ApiResponse hook = alice().Post(
+      Sb(id, "/exec"),
+      {{"argv",
+        {"sh", "-c",
+         "printf '#!/bin/sh\\ntouch /sandbox/tmp/hook-ran\\n' > .git/hooks/pre-commit && "
+         "chmod +x .git/hooks/pre-commit && git config core.hooksPath && "
+         "git -c user.email=t@t -c user.name=t commit -q --allow-empty -m probe && "
+         "test ! -e /sandbox/tmp/hook-ran && git reset -q --soft HEAD~1 && "
+         "rm .git/hooks/pre-commit"}}});
+  EXPECT_EQ(hook.json.value("exit_code", -1), 0) << hook.Describe();
+  EXPECT_EQ(hook.json.value("stdout_preview", ""), "/dev/null\n") << hook.Describe();
   ApiResponse edit = alice().Post(
       Sb(id, "/exec"), {{"argv", {"sh", "-c", "echo two >> a.txt && echo new > b.txt"}}});
   ASSERT_EQ(edit.json.value("exit_code", -1), 0) << edit.Describe();
