@@ -5,6 +5,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "interp/internal/guest.h"
+#include "interp/internal/wasm_rt.h"
 #include "interp/internal/watchdog.h"
 #include "interp/test_util.h"
 
@@ -218,6 +219,92 @@ TEST(GuestMemoryTest, ATrapDiscardsOnlyThatGuest) {
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(std::string(Message(r.status())), HasSubstr("guest trapped: out of bounds"));
   ExpectHostStillWorks();
+}
+
+// Guest memory is addressed through the GS segment while guest code runs (tune_wasm2c.py): GS must
+// point at that guest's memory during the call and at nothing of it afterwards, trap or not, also
+// when a host call runs a second guest in between.
+class GsProbe : public internal::GuestHost {
+ public:
+  uint32_t OnHostCall(internal::Guest&, std::string_view op, std::string_view,
+                      std::string_view) override {
+    if (op != "log") return 0;
+    during = internal::CurrentGsBase();
+    if (nested != nullptr) {
+      nested_result = ValueOf(*nested, "[1, 2, 3].map((x) => x * x).join()");
+      after_nested = internal::CurrentGsBase();
+    }
+    return 0;
+  }
+  bool ShouldInterrupt(internal::Guest&) override { return false; }
+
+  // The JSON of a script's completion value, or the error.
+  static std::string ValueOf(internal::Guest& guest, const char* script) {
+    auto r = guest.Eval(script, "probe.js");
+    if (!r.ok()) return std::string(Message(r.status()));
+    if (r->threw) return r->exception;
+    auto json = guest.Dump(r->value);
+    EXPECT_TRUE(guest.FreeValue(r->value).ok());
+    return json.ok() ? *json : std::string(Message(json.status()));
+  }
+
+  uintptr_t during = 0;
+  uintptr_t after_nested = 0;
+  internal::Guest* nested = nullptr;
+  std::string nested_result;
+};
+
+constexpr char kSumAndLog[] =
+    "let s = 0; for (let i = 0; i < 1000; i++) s += i; console.log(s); for (let i = 0; i < 10; "
+    "i++) "
+    "s += i; s";
+
+uintptr_t BaseOf(internal::Guest& guest) {
+  return reinterpret_cast<uintptr_t>(guest.memory().data());
+}
+
+void ExpectGsFollowsTheGuest() {
+  const uintptr_t before = internal::CurrentGsBase();
+  GsProbe host;
+  auto guest = internal::Guest::Boot({}, &host);
+  ASSERT_TRUE(guest.ok()) << guest.status();
+  EXPECT_EQ(GsProbe::ValueOf(**guest, kSumAndLog), "499545");
+#if defined(__x86_64__)
+  EXPECT_EQ(host.during, BaseOf(**guest));
+#endif
+  EXPECT_EQ(internal::CurrentGsBase(), before);
+  // A trap unwinds past the guest's frames; GS is put back all the same.
+  (*guest)->memory().Revoke();
+  EXPECT_THAT(GsProbe::ValueOf(**guest, "1 + 1"), HasSubstr("guest trapped"));
+  EXPECT_EQ(internal::CurrentGsBase(), before);
+}
+
+TEST(GuestMemoryTest, GsAddressesTheGuestOnlyWhileItRuns) { ExpectGsFollowsTheGuest(); }
+
+TEST(GuestMemoryTest, GsMovedThroughArchPrctlWorksTheSame) {
+  internal::UseArchPrctlForGsBase(true);
+  ExpectGsFollowsTheGuest();
+  internal::UseArchPrctlForGsBase(false);
+}
+
+TEST(GuestMemoryTest, AGuestRunFromAnotherGuestsHostCallLeavesBothIntact) {
+  const uintptr_t before = internal::CurrentGsBase();
+  GsProbe inner_host;
+  auto inner = internal::Guest::Boot({}, &inner_host);
+  ASSERT_TRUE(inner.ok()) << inner.status();
+  GsProbe outer_host;
+  outer_host.nested = inner->get();
+  auto outer = internal::Guest::Boot({}, &outer_host);
+  ASSERT_TRUE(outer.ok()) << outer.status();
+  // The outer script keeps computing in its own memory after the inner guest ran.
+  EXPECT_EQ(GsProbe::ValueOf(**outer, kSumAndLog), "499545");
+  EXPECT_EQ(outer_host.nested_result, "\"1,4,9\"");
+#if defined(__x86_64__)
+  EXPECT_EQ(outer_host.during, BaseOf(**outer));
+  EXPECT_EQ(outer_host.after_nested, BaseOf(**outer));
+  EXPECT_NE(BaseOf(**outer), BaseOf(**inner));
+#endif
+  EXPECT_EQ(internal::CurrentGsBase(), before);
 }
 
 }  // namespace

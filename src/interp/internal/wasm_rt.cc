@@ -6,7 +6,15 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#if defined(__x86_64__)
+#include <asm/prctl.h>
+#include <immintrin.h>
+#include <sys/auxv.h>
+#include <sys/syscall.h>
+#endif
+
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
@@ -131,6 +139,39 @@ void PrepareThread(ThreadState& t) {
   }
 }
 
+// The GS segment's base is the running guest's memory: the generated code's loads and stores
+// address `%gs:addr` (src/interp/tune_wasm2c.py). Set for each outermost guarded call and put
+// back afterwards, so that no guest memory stays addressable through GS once the call is over.
+#if defined(__x86_64__)
+constexpr unsigned long kHwcap2FsGsBase = 1 << 1;  // HWCAP2_FSGSBASE: the instructions (Linux 5.9)
+std::atomic<bool> g_fsgsbase{(::getauxval(AT_HWCAP2) & kHwcap2FsGsBase) != 0};
+
+__attribute__((target("fsgsbase"))) uintptr_t ReadGsBaseInstruction() { return _readgsbase_u64(); }
+__attribute__((target("fsgsbase"))) void WriteGsBaseInstruction(uintptr_t base) {
+  _writegsbase_u64(base);
+}
+
+uintptr_t GsBase() {
+  if (g_fsgsbase.load(std::memory_order_relaxed)) return ReadGsBaseInstruction();
+  unsigned long base = 0;
+  if (::syscall(SYS_arch_prctl, ARCH_GET_GS, &base) != 0) return 0;
+  return base;
+}
+
+void SetGsBase(uintptr_t base) {
+  if (g_fsgsbase.load(std::memory_order_relaxed)) {
+    WriteGsBaseInstruction(base);
+  } else if (::syscall(SYS_arch_prctl, ARCH_SET_GS, base) != 0) {
+    // Only a non-canonical address fails, and base is a mapping's address or a saved GS base.
+    std::fprintf(stderr, "airlock interp: arch_prctl(ARCH_SET_GS) failed: errno %d\n", errno);
+    std::abort();
+  }
+}
+#else
+uintptr_t GsBase() { return 0; }
+void SetGsBase(uintptr_t) {}
+#endif
+
 // Function signatures registered by the generated module; call_indirect compares indices.
 std::mutex g_types_mu;
 std::vector<std::vector<uint8_t>> g_types;
@@ -246,19 +287,29 @@ wasm_rt_trap_t CallGuarded(LinearMemory* memory, void (*fn)(void*), void* arg) {
   // guest); volatile because they are read after a siglongjmp.
   sigjmp_buf* volatile saved_jmp = t.jmp;
   LinearMemory* volatile saved_memory = t.memory;
+  const uintptr_t saved_gs = GsBase();
   sigjmp_buf buf;
   int code = sigsetjmp(buf, 0);
   if (code == 0) {
     t.jmp = &buf;
     t.memory = memory;
+    SetGsBase(reinterpret_cast<uintptr_t>(memory->data()));
     fn(arg);
-    t.jmp = saved_jmp;
-    t.memory = saved_memory;
-    return WASM_RT_TRAP_NONE;
   }
+  SetGsBase(saved_gs);
   t.jmp = saved_jmp;
   t.memory = saved_memory;
   return static_cast<wasm_rt_trap_t>(code);
+}
+
+uintptr_t CurrentGsBase() { return GsBase(); }
+
+void UseArchPrctlForGsBase(bool on) {
+#if defined(__x86_64__)
+  g_fsgsbase.store(!on && (::getauxval(AT_HWCAP2) & kHwcap2FsGsBase) != 0);
+#else
+  (void)on;
+#endif
 }
 
 const char* TrapName(wasm_rt_trap_t trap) {

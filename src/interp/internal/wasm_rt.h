@@ -7,6 +7,9 @@
 // own sigaltstack on first use, and any number of guests run on any number of threads at once
 // (one guest per thread at a time).
 //
+// Guest memory is addressed through the GS segment register on x86-64: see CallGuarded and
+// CurrentGsBase.
+//
 // Memory checks use the signal-handler scheme wasm2c generates by default: a linear memory is an
 // 8 GiB PROT_NONE reservation of which only the first `pages` * 64 KiB are accessible, so every
 // 32-bit address plus 32-bit offset lands inside the reservation and an out-of-bounds access
@@ -79,6 +82,14 @@ wasm_rt_trap_t CallGuarded(LinearMemory* memory, F& fn) {
   return CallGuarded(
       memory, [](void* f) { (*static_cast<F*>(f))(); }, &fn);
 }
+
+// The thread's GS base (0 where there is no GS segment). The generated code addresses guest memory
+// through GS (src/interp/tune_wasm2c.py): CallGuarded points it at the guest's memory for the
+// call and puts the previous value back afterwards, trap or not.
+uintptr_t CurrentGsBase();
+// Tests only: move GS through arch_prctl(2), as on CPUs or kernels without the FSGSBASE
+// instructions, even where those are available.
+void UseArchPrctlForGsBase(bool on);
 
 // Human-readable name of a trap ("out of bounds memory access", ...).
 const char* TrapName(wasm_rt_trap_t trap);
