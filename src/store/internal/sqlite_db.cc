@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <condition_variable>
 #include <map>
@@ -15,6 +16,8 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "fmt/format.h"
@@ -163,7 +166,7 @@ class SqliteConnection final : public SqlConnection {
     if (fk.empty() || fk[0].Int(0) != 1) {
       return FailedPrecondition("this SQLite library cannot enforce foreign keys");
     }
-    ASSIGN_OR_RETURN(std::vector<SqlRow> mode, Query("PRAGMA journal_mode = WAL", {}));
+    ASSIGN_OR_RETURN(std::vector<SqlRow> mode, EnableWal(options.busy_timeout));
     if (mode.empty() || mode[0].Text(0) != "wal") {
       return FailedPrecondition(fmt::format(
           "cannot enable WAL mode (journal mode stays '{}'); the file system may not support "
@@ -176,6 +179,23 @@ class SqliteConnection final : public SqlConnection {
   }
 
  private:
+  // Switching a new file to WAL takes its exclusive lock from inside a read. Two connections
+  // doing that at once deadlock, and SQLite answers one of them SQLITE_BUSY at once instead of
+  // calling the busy handler; so a busy answer is retried here, for as long as the busy timeout.
+  absl::StatusOr<std::vector<SqlRow>> EnableWal(absl::Duration busy_timeout) {
+    const absl::Time deadline = absl::Now() + busy_timeout;
+    absl::Duration pause = absl::Milliseconds(1);
+    for (;;) {
+      absl::StatusOr<std::vector<SqlRow>> mode = Query("PRAGMA journal_mode = WAL", {});
+      if (mode.ok() || (sqlite3_extended_errcode(db_) & 0xff) != SQLITE_BUSY ||
+          absl::Now() + pause > deadline) {
+        return mode;
+      }
+      absl::SleepFor(pause);
+      pause = std::min(pause * 2, absl::Milliseconds(50));
+    }
+  }
+
   void EndTx() {
     if (holds_writer_) writer_lock_->unlock();
     holds_writer_ = false;
