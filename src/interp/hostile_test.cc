@@ -283,6 +283,7 @@ TEST(GuestMemoryTest, GsAddressesTheGuestOnlyWhileItRuns) { ExpectGsFollowsTheGu
 
 TEST(GuestMemoryTest, GsMovedThroughArchPrctlWorksTheSame) {
   internal::UseArchPrctlForGsBase(true);
+  EXPECT_FALSE(internal::UsesGsBaseInstructions());
   ExpectGsFollowsTheGuest();
   internal::UseArchPrctlForGsBase(false);
 }
@@ -303,6 +304,26 @@ TEST(GuestMemoryTest, AGuestRunFromAnotherGuestsHostCallLeavesBothIntact) {
   EXPECT_EQ(outer_host.during, BaseOf(**outer));
   EXPECT_EQ(outer_host.after_nested, BaseOf(**outer));
   EXPECT_NE(BaseOf(**outer), BaseOf(**inner));
+#endif
+  EXPECT_EQ(internal::CurrentGsBase(), before);
+}
+
+TEST(GuestMemoryTest, AGuestTrappingInsideAnotherGuestsHostCallLeavesTheOuterOneIntact) {
+  const uintptr_t before = internal::CurrentGsBase();
+  GsProbe inner_host;
+  auto inner = internal::Guest::Boot({}, &inner_host);
+  ASSERT_TRUE(inner.ok()) << inner.status();
+  (*inner)->memory().Revoke();  // its next access traps
+  GsProbe outer_host;
+  outer_host.nested = inner->get();
+  auto outer = internal::Guest::Boot({}, &outer_host);
+  ASSERT_TRUE(outer.ok()) << outer.status();
+  EXPECT_EQ(GsProbe::ValueOf(**outer, kSumAndLog), "499545");
+  EXPECT_THAT(outer_host.nested_result, HasSubstr("guest trapped"));
+  EXPECT_TRUE((*inner)->broken());
+  EXPECT_FALSE((*outer)->broken());
+#if defined(__x86_64__)
+  EXPECT_EQ(outer_host.after_nested, BaseOf(**outer));
 #endif
   EXPECT_EQ(internal::CurrentGsBase(), before);
 }

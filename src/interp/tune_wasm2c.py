@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Two rewrites of wasm2c's output that make the translated QuickJS run at native speed.
 
-usage: tune_wasm2c.py QJS_C
+usage: tune_wasm2c.py QJS_C QJS_H   (rewrites QJS_C; reads the instance struct in QJS_H)
 
 Both keep the module's semantics exactly; both fail the build when wasm2c's output does not have
 the expected shape, so that a different wasm2c or .wasm cannot silently skip them.
@@ -52,6 +52,7 @@ SEGUE_ACCESSORS = """#if AIRLOCK_WASM_SEGUE
 /* airlock: guest memory through the GS segment (src/interp/tune_wasm2c.py). */
 #define DEFINE_LOAD(name, t1, t2, t3)                                       \\
   static inline t3 name(wasm_rt_memory_t* mem, u64 addr) {                  \\
+    MEMCHECK(mem, addr, t1);                                                \\
     (void)mem;                                                              \\
     typedef t1 __attribute__((aligned(1))) unaligned_t;                     \\
     t1 result = *(const __seg_gs unaligned_t*)(uintptr_t)addr;              \\
@@ -61,6 +62,7 @@ SEGUE_ACCESSORS = """#if AIRLOCK_WASM_SEGUE
 
 #define DEFINE_STORE(name, t1, t2)                                          \\
   static inline void name(wasm_rt_memory_t* mem, u64 addr, t2 value) {      \\
+    MEMCHECK(mem, addr, t1);                                                \\
     (void)mem;                                                              \\
     typedef t1 __attribute__((aligned(1))) unaligned_t;                     \\
     *(__seg_gs unaligned_t*)(uintptr_t)addr = (t1)value;                    \\
@@ -86,7 +88,14 @@ def replace_once(text: str, old: str, new: str, what: str) -> str:
     return text.replace(old, new)
 
 
-def segue(text: str) -> str:
+def segue(text: str, header: str) -> str:
+    # GS holds one base per thread: the module must have exactly one memory, the imported one
+    # that CallGuarded is given. A module-defined memory would be a member of the instance.
+    imported = re.findall(r"^  wasm_rt_memory_t \*\w+;$", header, re.M)
+    defined = re.findall(r"^  wasm_rt_memory_t \w+;$", header, re.M)
+    if len(imported) != 1 or defined:
+        raise ShapeError(f"expected one imported memory, found {len(imported)} imported and "
+                         f"{len(defined)} defined")
     text = replace_once(text, "#if WABT_BIG_ENDIAN\n", SEGUE_SWITCH + "#if WABT_BIG_ENDIAN\n",
                         "the WABT_BIG_ENDIAN block")
     return replace_once(text, ORIGINAL_ACCESSORS, SEGUE_ACCESSORS,
@@ -133,7 +142,7 @@ def threaded_dispatch(text: str) -> str:
     func = head
     while func >= 0 and not FUNC_START.match(lines[func]):
         func -= 1
-    if func < 0:
+    if func < 0 or "}" in lines[func:head]:
         raise ShapeError("the opcode switch is not inside a module function")
     func_end = next(j for j in range(switch_end, len(lines)) if lines[j] == "}")
 
@@ -155,11 +164,13 @@ def threaded_dispatch(text: str) -> str:
 
 
 def main() -> int:
-    path = sys.argv[1]
+    path, header_path = sys.argv[1], sys.argv[2]
     with open(path, encoding="utf-8") as f:
         text = f.read()
+    with open(header_path, encoding="utf-8") as f:
+        header = f.read()
     try:
-        text = threaded_dispatch(segue(text))
+        text = threaded_dispatch(segue(text, header))
     except ShapeError as e:
         sys.stderr.write(f"tune_wasm2c.py: {path}: wasm2c's output is not as expected: {e}\n")
         return 1

@@ -133,9 +133,6 @@ class Guest {
   // it. Checks that the module's heap-growth import is ours (the start-up self-test).
   absl::StatusOr<bool> GrowsForLargeAllocation(uint32_t bytes);
 
-  // --- Inside imports only (already guarded) ---
-  absl::StatusOr<std::string> ArgString(uint32_t argv, uint32_t index, size_t max_bytes);
-
   // Bounds-checked reads of guest memory.
   absl::StatusOr<std::string> ReadCString(uint32_t ptr, size_t max_bytes) const;
   absl::StatusOr<uint32_t> ReadU32(uint32_t ptr) const;
@@ -154,6 +151,9 @@ class Guest {
   // Runs fn under CallGuarded with time accounting and the watchdog backstop.
   template <typename F>
   absl::Status Guarded(std::string_view what, F&& fn);
+  // The index'th argument of a host-function call as a string. Only inside an import: it runs
+  // guest code without a guard of its own.
+  absl::StatusOr<std::string> ArgString(uint32_t argv, uint32_t index, size_t max_bytes);
   absl::StatusOr<uint32_t> Malloc(size_t size);
   absl::StatusOr<uint32_t> NewCString(std::string_view text);
   absl::StatusOr<std::string> TakeCString(uint32_t ptr, size_t max_bytes);

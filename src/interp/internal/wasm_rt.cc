@@ -140,8 +140,10 @@ void PrepareThread(ThreadState& t) {
 }
 
 // The GS segment's base is the running guest's memory: the generated code's loads and stores
-// address `%gs:addr` (src/interp/tune_wasm2c.py). Set for each outermost guarded call and put
-// back afterwards, so that no guest memory stays addressable through GS once the call is over.
+// address `%gs:addr` (src/interp/tune_wasm2c.py). CallGuarded sets it whenever it enters a
+// guest's code from outside that guest (from the host, or from another guest's host import) and
+// puts the previous base back when the call ends. Without the FSGSBASE instructions each of those
+// entries costs three arch_prctl calls.
 #if defined(__x86_64__)
 constexpr unsigned long kHwcap2FsGsBase = 1 << 1;  // HWCAP2_FSGSBASE: the instructions (Linux 5.9)
 std::atomic<bool> g_fsgsbase{(::getauxval(AT_HWCAP2) & kHwcap2FsGsBase) != 0};
@@ -279,15 +281,25 @@ bool LinearMemory::Contains(uintptr_t address) const {
 wasm_rt_trap_t CallGuarded(LinearMemory* memory, void (*fn)(void*), void* arg) {
   ThreadState& t = tls;
   if (t.jmp != nullptr && t.memory == memory) {
-    fn(arg);
+    fn(arg);  // GS already points at this memory
     return WASM_RT_TRAP_NONE;
   }
   if (!t.prepared) PrepareThread(t);
-  // Saved so that a guard for another memory may nest inside (a host import running a second
-  // guest); volatile because they are read after a siglongjmp.
-  sigjmp_buf* volatile saved_jmp = t.jmp;
-  LinearMemory* volatile saved_memory = t.memory;
-  const uintptr_t saved_gs = GsBase();
+  // What this call replaces, put back however it ends: return, trap (siglongjmp back to this
+  // frame) or a C++ exception from a host import unwinding through the guest's frames. Saved so
+  // that a guard for another memory may nest inside (a host import running a second guest). None
+  // of it changes after sigsetjmp, so it is valid after a siglongjmp.
+  struct Restore {
+    ThreadState& t;
+    sigjmp_buf* jmp;
+    LinearMemory* memory;
+    uintptr_t gs;
+    ~Restore() {
+      SetGsBase(gs);
+      t.jmp = jmp;
+      t.memory = memory;
+    }
+  } restore{t, t.jmp, t.memory, GsBase()};
   sigjmp_buf buf;
   int code = sigsetjmp(buf, 0);
   if (code == 0) {
@@ -296,13 +308,18 @@ wasm_rt_trap_t CallGuarded(LinearMemory* memory, void (*fn)(void*), void* arg) {
     SetGsBase(reinterpret_cast<uintptr_t>(memory->data()));
     fn(arg);
   }
-  SetGsBase(saved_gs);
-  t.jmp = saved_jmp;
-  t.memory = saved_memory;
   return static_cast<wasm_rt_trap_t>(code);
 }
 
 uintptr_t CurrentGsBase() { return GsBase(); }
+
+bool UsesGsBaseInstructions() {
+#if defined(__x86_64__)
+  return g_fsgsbase.load();
+#else
+  return false;
+#endif
+}
 
 void UseArchPrctlForGsBase(bool on) {
 #if defined(__x86_64__)

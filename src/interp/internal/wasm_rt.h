@@ -85,8 +85,10 @@ wasm_rt_trap_t CallGuarded(LinearMemory* memory, F& fn) {
 
 // The thread's GS base (0 where there is no GS segment). The generated code addresses guest memory
 // through GS (src/interp/tune_wasm2c.py): CallGuarded points it at the guest's memory for the
-// call and puts the previous value back afterwards, trap or not.
+// call, host imports included, and puts the previous value back afterwards, trap or not.
 uintptr_t CurrentGsBase();
+// True when GS is moved with the wrgsbase instruction, false when through arch_prctl(2).
+bool UsesGsBaseInstructions();
 // Tests only: move GS through arch_prctl(2), as on CPUs or kernels without the FSGSBASE
 // instructions, even where those are available.
 void UseArchPrctlForGsBase(bool on);
