@@ -1,7 +1,6 @@
 #include "engine/fork_worker.h"
 
 #include <dirent.h>
-#include <fcntl.h>
 #include <linux/sched.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -12,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/files.h"
 #include "common/status.h"
 #include "engine/internal/plan.h"
 #include "engine/internal/syscalls.h"
@@ -33,26 +33,18 @@ absl::StatusOr<std::vector<pid_t>> ThreadIds() {
   return tids;
 }
 
-// The contents of /proc/self/task/TID/NAME, or "" if it cannot be read.
-std::string ReadTaskFile(pid_t tid, const char* name) {
-  std::string path = fmt::format("/proc/self/task/{}/{}", tid, name);
-  std::string contents;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return contents;
-  char buf[4096];
-  ssize_t n;
-  while ((n = ::read(fd, buf, sizeof(buf))) > 0) contents.append(buf, static_cast<size_t>(n));
-  ::close(fd);
-  return contents;
+// /proc/self/task/TID/NAME.
+std::string TaskFile(pid_t tid, const char* name) {
+  return fmt::format("/proc/self/task/{}/{}", tid, name);
 }
 
 // Whether the thread `tid` of this process is blocked in a wait that holds no lock: a futex wait
 // (a condition variable or semaphore; the mutex of a condition wait is released) or epoll. Its
 // state and the system call it is blocked in come from /proc ("running" while it runs).
 bool Parked(pid_t tid) {
-  std::string line = ReadTaskFile(tid, "syscall");
-  if (line.empty() || line[0] < '0' || line[0] > '9') return false;
-  long nr = std::strtol(line.c_str(), nullptr, 10);
+  absl::StatusOr<std::string> line = ReadFile(TaskFile(tid, "syscall"), 4096);
+  if (!line.ok() || line->empty() || (*line)[0] < '0' || (*line)[0] > '9') return false;
+  long nr = std::strtol(line->c_str(), nullptr, 10);
   return nr == SYS_futex || nr == SYS_epoll_pwait || nr == SYS_epoll_pwait2
 #ifdef SYS_epoll_wait
          || nr == SYS_epoll_wait
@@ -63,13 +55,14 @@ bool Parked(pid_t tid) {
 // How often the thread `tid` of this process has left a CPU (voluntary and involuntary context
 // switches, /proc/self/task/TID/status), or -1 if that cannot be read.
 long Switches(pid_t tid) {
-  std::string status = ReadTaskFile(tid, "status");
+  absl::StatusOr<std::string> status = ReadFile(TaskFile(tid, "status"), 64 << 10);
+  if (!status.ok()) return -1;
   long total = 0;
   int found = 0;
   for (std::string_view key : {"\nvoluntary_ctxt_switches:", "\nnonvoluntary_ctxt_switches:"}) {
-    size_t at = status.find(key);
+    size_t at = status->find(key);
     if (at == std::string::npos) continue;
-    total += std::strtol(status.c_str() + at + key.size(), nullptr, 10);
+    total += std::strtol(status->c_str() + at + key.size(), nullptr, 10);
     ++found;
   }
   return found == 2 ? total : -1;

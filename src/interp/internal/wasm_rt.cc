@@ -146,7 +146,8 @@ void PrepareThread(ThreadState& t) {
 // entries costs three arch_prctl calls.
 #if defined(__x86_64__)
 constexpr unsigned long kHwcap2FsGsBase = 1 << 1;  // HWCAP2_FSGSBASE: the instructions (Linux 5.9)
-std::atomic<bool> g_fsgsbase{(::getauxval(AT_HWCAP2) & kHwcap2FsGsBase) != 0};
+const bool g_cpu_fsgsbase = (::getauxval(AT_HWCAP2) & kHwcap2FsGsBase) != 0;
+std::atomic<bool> g_fsgsbase{g_cpu_fsgsbase};  // false in UseArchPrctlForGsBase's tests
 
 __attribute__((target("fsgsbase"))) uintptr_t ReadGsBaseInstruction() { return _readgsbase_u64(); }
 __attribute__((target("fsgsbase"))) void WriteGsBaseInstruction(uintptr_t base) {
@@ -323,7 +324,7 @@ bool UsesGsBaseInstructions() {
 
 void UseArchPrctlForGsBase(bool on) {
 #if defined(__x86_64__)
-  g_fsgsbase.store(!on && (::getauxval(AT_HWCAP2) & kHwcap2FsGsBase) != 0);
+  g_fsgsbase.store(!on && g_cpu_fsgsbase);
 #else
   (void)on;
 #endif
