@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "common/files.h"
 #include "common/ids.h"
 #include "fmt/format.h"
 #include "netproxy/egress_proxy.h"
@@ -151,12 +152,6 @@ int64_t StatusKb(const char* key) {
   return 0;
 }
 
-size_t OpenFds() {
-  size_t n = 0;
-  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
-  return n;
-}
-
 struct HoldResult {
   double rss_kb_per_conn;
   double fds_per_conn;
@@ -166,7 +161,7 @@ struct HoldResult {
 // this process's growth per connection while they are all open.
 HoldResult Hold(const Target& t, uint16_t echo_port, int n) {
   int64_t rss0 = StatusKb("VmRSS:");
-  size_t fds0 = OpenFds();
+  size_t fds0 = OpenFds().size();
   std::vector<UniqueFd> fds;
   fds.reserve(n);
   for (int i = 0; i < n; ++i) {
@@ -180,7 +175,7 @@ HoldResult Hold(const Target& t, uint16_t echo_port, int n) {
   for (int i = 0; i < n; ++i) (void)SendAll(fds[i].get(), fmt::format("{}|", i));
   for (int i = 0; i < n; ++i) ReadUntil(fds[i].get(), "|");
   HoldResult r{static_cast<double>(StatusKb("VmRSS:") - rss0) / n,
-               static_cast<double>(OpenFds() - fds0) / n};
+               static_cast<double>(OpenFds().size() - fds0) / n};
   return r;
 }
 

@@ -7,7 +7,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 
 #include "common/ids.h"
 #include "common/status.h"
@@ -155,6 +157,20 @@ absl::Status RemoveTree(const std::string& path) {
     return ErrnoStatus(errno, fmt::format("stat {}", path));
   }
   return RemoveAt(AT_FDCWD, path.c_str(), st.st_dev, path);
+}
+
+std::vector<int> OpenFds(pid_t pid) {
+  std::vector<int> fds;
+  std::string path = pid == 0 ? "/proc/self/fd" : fmt::format("/proc/{}/fd", pid);
+  DIR* dir = ::opendir(path.c_str());
+  if (dir == nullptr) return fds;
+  while (const struct dirent* e = ::readdir(dir)) {
+    if (e->d_name[0] != '.') fds.push_back(std::atoi(e->d_name));
+  }
+  if (pid == 0) std::erase(fds, ::dirfd(dir));
+  ::closedir(dir);
+  std::sort(fds.begin(), fds.end());
+  return fds;
 }
 
 }  // namespace airlock

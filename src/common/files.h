@@ -2,8 +2,11 @@
 #ifndef AIRLOCK_COMMON_FILES_H_
 #define AIRLOCK_COMMON_FILES_H_
 
+#include <sys/types.h>
+
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -29,6 +32,10 @@ absl::Status WriteAll(int fd, std::string_view data);
 
 // mkdir -p with `mode` for the directories it creates.
 absl::Status MakeDirs(const std::string& path, int mode = 0755);
+
+// The open descriptors of process `pid` (0: this process, without the one used to list them),
+// ascending, from /proc/PID/fd. Empty when that directory cannot be read (the process is gone).
+std::vector<int> OpenFds(pid_t pid = 0);
 
 // rm -rf that never crosses into another mount (it stops at mount points and reports them).
 absl::Status RemoveTree(const std::string& path);

@@ -28,7 +28,6 @@
 //   process-exit handler (process.exit, which the loop watcher also calls at the natural end, and
 //   a fatal exception once printed), with node's final exit code: there the worker ends in Finish
 //   (output closed, the exit code on fd 3, the status pipe; _exit).
-#include <dirent.h>
 #include <fcntl.h>
 #include <node.h>
 #include <node_api.h>
@@ -48,6 +47,7 @@
 #include <string>
 #include <vector>
 
+#include "common/files.h"
 #include "common/status.h"
 #include "engine/fork_worker.h"
 #include "forkserver/internal/zygote_side.h"
@@ -109,21 +109,6 @@ void ShareHeapWithWorkers() {
   int32_t status = code;
   (void)!::write(3, &status, sizeof(status));
   ::_exit(code);
-}
-
-// This process's open descriptors (from /proc/self/fd, without the one reading it), ascending.
-std::vector<int> OpenFds() {
-  std::vector<int> fds;
-  DIR* dir = ::opendir("/proc/self/fd");
-  if (dir == nullptr) return fds;
-  while (struct dirent* e = ::readdir(dir)) {
-    if (e->d_name[0] != '.') fds.push_back(std::atoi(e->d_name));
-  }
-  int own = ::dirfd(dir);
-  ::closedir(dir);
-  std::erase(fds, own);
-  std::sort(fds.begin(), fds.end());
-  return fds;
 }
 
 // Finds libuv's signal lock among the zygote's descriptors: the only pipe whose read end holds

@@ -9,6 +9,7 @@
 #include <functional>
 #include <thread>
 
+#include "common/files.h"
 #include "common/ids.h"
 #include "fmt/format.h"
 #include "gtest/gtest.h"
@@ -165,12 +166,6 @@ TEST_F(EgressProxyTest, StreamsLargeBodiesBothWays) {
   EXPECT_NE(ReadUntil(fd->get(), "bytes\n").find("got 11 bytes"), std::string::npos);
 }
 
-size_t OpenFds() {
-  size_t n = 0;
-  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
-  return n;
-}
-
 // Polls `done` (up to 10 s) for a state that other threads reach.
 bool Eventually(const std::function<bool()>& done) {
   for (int i = 0; i < 1000; ++i) {
@@ -187,7 +182,7 @@ bool Eventually(const std::function<bool()>& done) {
 TEST_F(EgressProxyTest, SplicedTunnelCarriesLargeTransfersBothWaysWithHalfClose) {
   StartProxy();
   uint16_t port = Serve(MakePolicy(NetworkProfile::kDependencyEgress, {EchoHosts()}));
-  size_t fds_before = OpenFds();
+  size_t fds_before = OpenFds().size();
   const std::string data = testing::PatternBytes(48 << 20, 7);
   {
     UniqueFd fd;
@@ -202,8 +197,8 @@ TEST_F(EgressProxyTest, SplicedTunnelCarriesLargeTransfersBothWaysWithHalfClose)
   EXPECT_EQ(closed[0].end, "closed");
   EXPECT_EQ(closed[0].bytes_up, data.size());
   EXPECT_EQ(closed[0].bytes_down, data.size());
-  EXPECT_TRUE(Eventually([&] { return OpenFds() == fds_before; }))
-      << OpenFds() << " descriptors open, " << fds_before << " before the tunnel";
+  EXPECT_TRUE(Eventually([&] { return OpenFds().size() == fds_before; }))
+      << OpenFds().size() << " descriptors open, " << fds_before << " before the tunnel";
 }
 
 // Content-Length bodies are spliced and the splice stops at the body's last byte: a 24 MiB

@@ -218,7 +218,7 @@ absl::StatusOr<std::string> TestDaemon::CreateKey(std::string_view name) {
 
 int TestDaemon::OpenFds() const {
   if (pid_ <= 0) return -1;
-  return static_cast<int>(ListDir(fmt::format("/proc/{}/fd", pid_)).size());
+  return static_cast<int>(airlock::OpenFds(pid_).size());
 }
 
 int TestDaemon::OpenNonFileFds() const {
