@@ -1,6 +1,8 @@
 #include "netproxy/address.h"
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 
 #include <algorithm>
 #include <cstring>
@@ -142,6 +144,34 @@ std::string Cidr::ToString() const {
     return fmt::format("{}/{}", base_.ToString(), prefix_bits_ - 96);
   }
   return fmt::format("{}/{}", base_.ToString(), prefix_bits_);
+}
+
+bool LocalAddresses::Contains(const IpAddress& address) {
+  std::lock_guard lock(mu_);
+  auto now = std::chrono::steady_clock::now();
+  if (!read_at_ || now - *read_at_ > max_age_) {
+    struct ifaddrs* list = nullptr;
+    if (::getifaddrs(&list) != 0) return true;
+    addresses_.clear();
+    for (const struct ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
+      if (i->ifa_addr == nullptr) continue;
+      if (i->ifa_addr->sa_family == AF_INET) {
+        const auto* in = reinterpret_cast<const sockaddr_in*>(i->ifa_addr);
+        addresses_.push_back(IpAddress::V4(ntohl(in->sin_addr.s_addr)));
+      } else if (i->ifa_addr->sa_family == AF_INET6) {
+        const auto* in6 = reinterpret_cast<const sockaddr_in6*>(i->ifa_addr);
+        std::array<uint8_t, 16> bytes;
+        std::memcpy(bytes.data(), in6->sin6_addr.s6_addr, bytes.size());
+        addresses_.push_back(IpAddress::V6(bytes));
+      }
+    }
+    ::freeifaddrs(list);
+    read_at_ = now;
+  }
+  std::optional<IpAddress> embedded = address.EmbeddedV4();
+  return std::any_of(addresses_.begin(), addresses_.end(), [&](const IpAddress& a) {
+    return a == address || (embedded && a == *embedded);
+  });
 }
 
 }  // namespace airlock::netproxy

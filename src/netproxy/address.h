@@ -8,10 +8,13 @@
 #define AIRLOCK_NETPROXY_ADDRESS_H_
 
 #include <array>
+#include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -67,6 +70,25 @@ class Cidr {
  private:
   IpAddress base_;
   int prefix_bits_ = 0;  // 0..128
+};
+
+// The addresses of the interfaces of the calling thread's network namespace (getifaddrs), read
+// again when the last reading is older than `max_age`. A sandbox must not reach services of the
+// node it runs on through the node's own public address. Thread-safe.
+class LocalAddresses {
+ public:
+  explicit LocalAddresses(std::chrono::milliseconds max_age = std::chrono::seconds(1))
+      : max_age_(max_age) {}
+
+  // True when `address` (or the IPv4 address it embeds) is one of them; also true when the
+  // interfaces cannot be read (fail closed: the connection is refused, the next call reads again).
+  bool Contains(const IpAddress& address);
+
+ private:
+  const std::chrono::milliseconds max_age_;
+  std::mutex mu_;
+  std::optional<std::chrono::steady_clock::time_point> read_at_;  // guarded by mu_
+  std::vector<IpAddress> addresses_;                              // guarded by mu_
 };
 
 }  // namespace airlock::netproxy

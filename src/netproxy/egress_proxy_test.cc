@@ -453,6 +453,44 @@ TEST_F(EgressProxyTest, PolicyHotSwapKeepsTunnelsAndAppliesToNewConnections) {
   EXPECT_EQ(proxy_->UpdatePolicy(SandboxId("sb-nope"), allow).code(), absl::StatusCode::kNotFound);
 }
 
+// Attack: keep a plain-HTTP connection to an allowed origin alive across a policy update that
+// denies the origin's address, and go on sending requests on it. Expected: the first request
+// after the update is checked again (403 deny-cidr) and never reaches the origin.
+TEST_F(EgressProxyTest, KeptAliveUpstreamIsCheckedAgainAfterAPolicyUpdate) {
+  StartProxy();
+  uint16_t port = Serve(MakePolicy(NetworkProfile::kDependencyEgress, {OriginHosts()}));
+  absl::StatusOr<UniqueFd> fd = ConnectTcp("127.0.0.1", port);
+  ASSERT_TRUE(fd.ok());
+  std::string request = fmt::format(
+      "GET http://origin.test:{}/hello HTTP/1.1\r\nHost: origin.test\r\n\r\n", http_->port());
+  ASSERT_TRUE(SendAll(fd->get(), request).ok());
+  EXPECT_NE(ReadUntil(fd->get(), "hello from origin\n").find("200"), std::string::npos);
+
+  // The same policy again (an update all the same): the next request opens a new upstream.
+  ASSERT_TRUE(proxy_
+                  ->UpdatePolicy(id_,
+                                 MakePolicy(NetworkProfile::kDependencyEgress, {OriginHosts()}),
+                                 PolicyAuthority::kMayLoosen)
+                  .ok());
+  ASSERT_TRUE(SendAll(fd->get(), request).ok());
+  EXPECT_NE(ReadUntil(fd->get(), "hello from origin\n").find("200"), std::string::npos);
+  EXPECT_EQ(http_->connections(), 2u);
+
+  spec::Network tighter;
+  tighter.profile = NetworkProfile::kDependencyEgress;
+  tighter.allow_hosts = {OriginHosts()};
+  tighter.deny_cidrs = {"127.0.0.1/32"};
+  absl::StatusOr<Policy> denied = Policy::Compile(tighter, OpenLoopback());
+  ASSERT_TRUE(denied.ok()) << denied.status();
+  ASSERT_TRUE(proxy_->UpdatePolicy(id_, *std::move(denied)).ok());
+  ASSERT_TRUE(SendAll(fd->get(), request).ok());
+  std::string answer = ReadUntil(fd->get(), "\r\n\r\n");
+  EXPECT_TRUE(answer.starts_with("HTTP/1.1 403")) << answer;
+  EXPECT_EQ(events_.Blocked().back().rule, "deny-cidr:127.0.0.1/32");
+  EXPECT_EQ(http_->connections(), 2u);
+  EXPECT_EQ(http_->requests().size(), 2u);
+}
+
 TEST_F(EgressProxyTest, ServesAUnixSocketAndRemovesIt) {
   StartProxy();
   std::string dir = fmt::format("/tmp/airlock-netproxy-test-{}", RandomHex(4));

@@ -219,6 +219,31 @@ TEST_F(NetnsEgressTest, MetadataAndPrivateDestinationsAreRefusedInEveryProfile) 
   }
 }
 
+// Attack: in the open profile, reach a service of the node itself through one of the node's own
+// public addresses (here 192.0.2.1 on the proxy side, where a server listens). Expected: 403
+// always-denied:node-local, until the operator opens that address.
+TEST_F(NetnsEgressTest, TheNodesOwnAddressesAreRefusedUnlessTheOperatorOpensThem) {
+  absl::StatusOr<std::unique_ptr<TestServer>> node_service =
+      TestServer::Start({TestServer::Kind::kHttp, "192.0.2.1", 8080, "", "node", dir_ + "/www"});
+  ASSERT_TRUE(node_service.ok()) << node_service.status();
+  Start(MakePolicy(NetworkProfile::kOpen, {}));
+  CommandOutput out = Curl("http://192.0.2.1:8080/hello");
+  EXPECT_TRUE(out.output.ends_with("\n403")) << out.output;
+  EXPECT_EQ(events_.Blocked().back().rule, "always-denied:node-local");
+  EXPECT_NE(Curl("http://192.0.2.1:8080/hello", {"--proxytunnel"}).exit_code, 0);
+  EXPECT_EQ((*node_service)->connections(), 0u);
+  // The public host beside it stays reachable.
+  EXPECT_EQ(Curl("http://192.0.2.10/hello").output, "hello from host-a\n\n200");
+
+  OperatorPolicy op;
+  op.open_private_cidrs = {"192.0.2.1/32"};
+  ASSERT_TRUE(proxy_
+                  ->UpdatePolicy(id_, MakePolicy(NetworkProfile::kOpen, {}, op),
+                                 PolicyAuthority::kMayLoosen)
+                  .ok());
+  EXPECT_EQ(Curl("http://192.0.2.1:8080/hello").output, "hello from node\n\n200");
+}
+
 TEST_F(NetnsEgressTest, OnlyTheOperatorPolicyOpensAPrivateRegistry) {
   Start(MakePolicy(NetworkProfile::kDependencyEgress, {"internal.test"}));
   CommandOutput out = Curl("http://internal.test/hello");

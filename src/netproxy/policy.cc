@@ -21,25 +21,78 @@ std::string Upper(std::string_view s) {
   return out;
 }
 
-// Dot segments and encoded separators would let "/allowed/../secret" pass a prefix check while
-// the server serves another path; such targets are refused outright for path-restricted hosts.
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// A character RFC 3986 allows raw in a path segment (pchar without ';' and '%'): servers agree
+// on what these mean.
+bool IsPlainPathChar(char c) {
+  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
+  return std::string_view("-._~!$&'()*+,=:@").find(c) != std::string_view::npos;
+}
+
+// Whether `s` is well-formed UTF-8: shortest forms only, no surrogates, nothing above U+10FFFF.
+// An overlong form ("%c0%ae" for '.') is how a lenient decoder is talked into a dot segment.
+bool IsStrictUtf8(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    auto b = static_cast<unsigned char>(s[i]);
+    size_t len = b < 0x80                 ? 1
+                 : b >= 0xc2 && b <= 0xdf ? 2
+                 : b >= 0xe0 && b <= 0xef ? 3
+                 : b >= 0xf0 && b <= 0xf4 ? 4
+                                          : 0;
+    if (len == 0 || i + len > s.size()) return false;
+    for (size_t k = 1; k < len; ++k) {
+      if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return false;
+    }
+    auto b1 = static_cast<unsigned char>(len > 1 ? s[i + 1] : 0);
+    if ((b == 0xe0 && b1 < 0xa0) || (b == 0xed && b1 > 0x9f) || (b == 0xf0 && b1 < 0x90) ||
+        (b == 0xf4 && b1 > 0x8f)) {
+      return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
+// A path-restricted rule compares the request's path with its prefixes byte for byte, so the
+// path must mean the same to every server behind it. Refused: anything but plain path characters
+// and percent-escapes; ';' (Tomcat, Jetty and Spring drop ";params" before resolving "..;");
+// escapes that decode to '.', a separator, '%', ';', a control character or broken UTF-8 (a
+// server that decodes twice, or leniently, would see another path); dot segments.
 bool IsCanonicalPath(std::string_view path) {
   if (path.empty() || path.front() != '/') return false;
-  if (path.find('\\') != std::string_view::npos) return false;
-  std::string lower(path);
-  for (char& c : lower) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  std::string decoded;
+  for (size_t i = 0; i < path.size(); ++i) {
+    char c = path[i];
+    if (c == '/' || IsPlainPathChar(c)) {
+      decoded.push_back(c);
+      continue;
+    }
+    if (c != '%' || i + 2 >= path.size() || HexValue(path[i + 1]) < 0 ||
+        HexValue(path[i + 2]) < 0) {
+      return false;
+    }
+    auto byte = static_cast<unsigned char>(HexValue(path[i + 1]) * 16 + HexValue(path[i + 2]));
+    if (byte < 0x20 || byte == 0x7f ||
+        std::string_view("./\\%;?#").find(static_cast<char>(byte)) != std::string_view::npos) {
+      return false;
+    }
+    decoded.push_back(static_cast<char>(byte));
+    i += 2;
   }
-  for (std::string_view bad : {"%2e", "%2f", "%5c", "%00"}) {
-    if (lower.find(bad) != std::string::npos) return false;
-  }
+  if (!IsStrictUtf8(decoded)) return false;
   size_t start = 1;
-  while (start <= path.size()) {
-    size_t slash = path.find('/', start);
-    std::string_view segment = path.substr(
-        start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
+  while (start <= decoded.size()) {
+    size_t slash = decoded.find('/', start);
+    std::string_view segment = std::string_view(decoded).substr(
+        start, slash == std::string::npos ? std::string::npos : slash - start);
     if (segment == "." || segment == "..") return false;
-    if (slash == std::string_view::npos) break;
+    if (slash == std::string::npos) break;
     start = slash + 1;
   }
   return true;
@@ -78,9 +131,17 @@ const std::vector<DeniedRange>& AlwaysDeniedRanges() {
       Range("192.168.0.0/16", "private"),
       Range("224.0.0.0/4", "multicast"),
       Range("240.0.0.0/4", "reserved"),
+      Range("192.0.0.0/24", "ietf-protocol-assignments"),
+      Range("192.88.99.0/24", "6to4-relay"),
+      Range("198.18.0.0/15", "benchmarking"),
       Range("::1/128", "loopback"),
       Range("::/96", "unspecified-or-ipv4-compatible"),
+      Range("::ffff:0:0:0/96", "ipv4-translated"),
+      Range("64:ff9b:1::/48", "local-nat64"),
+      Range("100::/64", "discard-only"),
+      Range("2001::/32", "teredo"),
       Range("fc00::/7", "unique-local"),
+      Range("fec0::/10", "site-local"),
       Range("fe80::/10", "link-local"),
       Range("ff00::/8", "multicast"),
   };
@@ -196,7 +257,8 @@ Decision Policy::CheckRequest(const EgressRequest& request) const {
   return Decision::Block("not-allowlisted");
 }
 
-Decision Policy::CheckAddress(const HostName& host, uint16_t port, const IpAddress& address) const {
+Decision Policy::CheckAddress(const HostName& host, uint16_t port, const IpAddress& address,
+                              bool node_local) const {
   std::vector<IpAddress> views = {address};
   if (std::optional<IpAddress> embedded = address.EmbeddedV4()) views.push_back(*embedded);
   for (const IpAddress& a : views) {
@@ -213,16 +275,17 @@ Decision Policy::CheckAddress(const HostName& host, uint16_t port, const IpAddre
   }
   bool host_opened = std::any_of(open_private_hosts_.begin(), open_private_hosts_.end(),
                                  [&](const HostPattern& p) { return p.Matches(host, port); });
+  auto opened = [&](const IpAddress& a) {
+    return host_opened || std::any_of(open_private_cidrs_.begin(), open_private_cidrs_.end(),
+                                      [&](const Cidr& c) { return c.Contains(a); });
+  };
   for (const IpAddress& a : views) {
     for (const DeniedRange& r : AlwaysDeniedRanges()) {
       if (r.metadata || !r.cidr.Contains(a)) continue;
-      bool cidr_opened = std::any_of(open_private_cidrs_.begin(), open_private_cidrs_.end(),
-                                     [&](const Cidr& c) { return c.Contains(a); });
-      if (!host_opened && !cidr_opened) {
-        return Decision::Block(fmt::format("always-denied:{} ({})", r.text, r.what));
-      }
+      if (!opened(a)) return Decision::Block(fmt::format("always-denied:{} ({})", r.text, r.what));
     }
   }
+  if (node_local && !opened(address)) return Decision::Block("always-denied:node-local");
   return Decision::Allow();
 }
 

@@ -92,7 +92,10 @@ class Policy {
                                         const OperatorPolicy& op = {});
 
   Decision CheckRequest(const EgressRequest& request) const;
-  Decision CheckAddress(const HostName& host, uint16_t port, const IpAddress& address) const;
+  // `node_local`: `address` is one of the node's own (LocalAddresses), where host services
+  // listen; refused as "always-denied:node-local" unless the operator policy opens it.
+  Decision CheckAddress(const HostName& host, uint16_t port, const IpAddress& address,
+                        bool node_local = false) const;
 
   // True when every connection this policy allows is also allowed by `old`: such an update only
   // tightens and needs no authority to loosen. Conservative: false when it cannot tell.

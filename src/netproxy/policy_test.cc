@@ -95,6 +95,18 @@ TEST(PolicyTest, RestrictedHttpChecksMethodAndPathOfPlainHttp) {
   EXPECT_EQ(Http(p, "api.example", "GET", "/v1/../admin").rule, "restricted-http:path");
   EXPECT_EQ(Http(p, "api.example", "GET", "/v1/%2e%2e/admin").rule, "restricted-http:path");
   EXPECT_EQ(Http(p, "api.example", "GET", "/v1/..%2fadmin").rule, "restricted-http:path");
+  // Paths that some server behind the proxy reads as another path: Tomcat, Jetty and Spring
+  // drop ";params" and then resolve "..", a server that decodes twice turns "%252e" into ".",
+  // a lenient UTF-8 decoder turns the overlong "%c0%ae" into ".".
+  for (const char* sneaky :
+       {"/v1/..;/admin", "/v1;x=1/items", "/v1/%252e%252e/admin", "/v1/%c0%ae%c0%ae/admin",
+        "/v1/%e0%80%ae/admin", "/v1/%u002e", "/v1/%2E", "/v1/a%zz", "/v1/a%2", "/v1/a%", "/v1/a b",
+        "/v1/a\\b", "/v1/%5cadmin", "/v1/a%00", "/v1/a%0d%0a", "/v1/\xc3\xa9"}) {
+    EXPECT_EQ(Http(p, "api.example", "GET", sneaky).rule, "restricted-http:path") << sneaky;
+  }
+  // Escapes that mean one thing to every server pass.
+  EXPECT_TRUE(Http(p, "api.example", "GET", "/v1/caf%C3%A9/a%20b%2Bc").allowed);
+  EXPECT_TRUE(Http(p, "api.example", "GET", "/v1/items:batch@2,x=(1)~").allowed);
   EXPECT_TRUE(Http(p, "x.cdn.example", "GET", "/anything", 8080).allowed);
   EXPECT_EQ(Http(p, "x.cdn.example", "GET", "/anything", 80).rule, "not-allowlisted");
   EXPECT_TRUE(Http(p, "free.example", "DELETE", "/x").allowed);
@@ -124,7 +136,11 @@ TEST(PolicyTest, EveryAlwaysDeniedRangeIsDeniedInEveryProfile) {
       "224.0.0.1", "239.255.255.250", "ff02::1", "::", "255.255.255.255",
       // The same destinations in IPv6 clothing.
       "::ffff:169.254.169.254", "::ffff:127.0.0.1", "::ffff:10.0.0.1", "64:ff9b::a9fe:a9fe",
-      "64:ff9b::7f00:1", "2002:a9fe:a9fe::1", "2002:c0a8:0101::1", "::127.0.0.1"};
+      "64:ff9b::7f00:1", "2002:a9fe:a9fe::1", "2002:c0a8:0101::1", "::127.0.0.1",
+      // Translated forms a NAT64 or SIIT gateway of the node's network might unwrap (local-use
+      // NAT64, IPv4-translated, Teredo), and ranges that are not the public internet.
+      "64:ff9b:1::a9fe:a9fe", "::ffff:0:a9fe:a9fe", "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+      "fec0::1", "100::1", "192.0.0.8", "192.88.99.1", "198.18.0.1", "198.19.255.255"};
   for (NetworkProfile profile : kAllProfiles) {
     Policy p = Compile(Net(profile, {"example.com"}));
     for (const char* address : kSamples) {
@@ -157,6 +173,27 @@ TEST(PolicyTest, MetadataNamesTheMetadataRule) {
   EXPECT_EQ(Addr(p, "fd00:ec2::254").rule, "always-denied:fd00:ec2::254/128 (metadata)");
   EXPECT_EQ(Addr(p, "::ffff:169.254.169.254").rule, "always-denied:169.254.0.0/16 (metadata)");
   EXPECT_EQ(Addr(p, "10.1.1.1").rule, "always-denied:10.0.0.0/8 (private)");
+}
+
+TEST(PolicyTest, TheNodesOwnAddressesAreDeniedUnlessOpened) {
+  Policy p = Compile(Net(NetworkProfile::kOpen));
+  HostName host = *NormalizeHost("example.com");
+  IpAddress node = *IpAddress::Parse("198.51.100.7");
+  EXPECT_TRUE(p.CheckAddress(host, 443, node).allowed);
+  EXPECT_EQ(p.CheckAddress(host, 443, node, /*node_local=*/true).rule, "always-denied:node-local");
+  // An always-denied range keeps its own, more specific rule name.
+  EXPECT_EQ(p.CheckAddress(host, 443, *IpAddress::Parse("127.0.0.1"), true).rule,
+            "always-denied:127.0.0.0/8 (loopback)");
+  OperatorPolicy op;
+  op.open_private_cidrs = {"198.51.100.7/32"};
+  EXPECT_TRUE(Compile(Net(NetworkProfile::kOpen), op).CheckAddress(host, 443, node, true).allowed);
+}
+
+TEST(LocalAddressesTest, KnowsTheLoopbackAddressAndNotAPublicOne) {
+  LocalAddresses local;
+  EXPECT_TRUE(local.Contains(*IpAddress::Parse("127.0.0.1")));
+  EXPECT_TRUE(local.Contains(*IpAddress::Parse("::ffff:127.0.0.1")));
+  EXPECT_FALSE(local.Contains(*IpAddress::Parse("203.0.113.77")));
 }
 
 TEST(PolicyTest, SpecDenyCidrsApplyEvenInOpen) {

@@ -33,6 +33,8 @@ class Session;
 struct ProxyConfig {
   EgressProxy::Options options;
   std::map<std::string, std::vector<IpAddress>> hosts;  // normalized names
+  // The node's own addresses (internally synchronized; a pointer so that the config can move).
+  std::shared_ptr<LocalAddresses> local_addresses = std::make_shared<LocalAddresses>();
 };
 
 // One served sandbox. Counters are updated by its connections on any I/O thread.

@@ -353,7 +353,7 @@ asio::awaitable<bool> Session::OpenUpstream(const Policy& policy, const HostName
   std::string first_rule;
   for (const IpAddress& a : addresses) {
     if (std::find(allowed.begin(), allowed.end(), a) != allowed.end()) continue;
-    Decision d = policy.CheckAddress(host, port, a);
+    Decision d = policy.CheckAddress(host, port, a, config_.local_addresses->Contains(a));
     if (d.allowed) {
       allowed.push_back(a);
     } else {
@@ -655,12 +655,15 @@ asio::awaitable<bool> Session::HandleHttp(http::request_parser<http::empty_body>
     co_return false;
   }
   std::string key = fmt::format("{}:{}", host->name, port);
-  if (!upstream_ || !upstream_->is_open() || upstream_key_ != key) {
+  // A kept-alive upstream was checked under the policy it was opened with; after an update the
+  // next request connects again, so the new address rules apply to it.
+  if (!upstream_ || !upstream_->is_open() || upstream_key_ != key || upstream_policy_ != policy) {
     if (upstream_) upstream_.reset();
     upstream_buffer_.clear();
     host_ = host->name;
     port_ = port;
     if (!co_await OpenUpstream(*policy, *host, port)) co_return false;
+    upstream_policy_ = policy;
   }
   bool client_keep_alive = req.keep_alive();
   std::string authority(url->authority);

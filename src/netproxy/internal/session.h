@@ -122,6 +122,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string host_;
   std::string address_;
   std::string upstream_key_;
+  std::shared_ptr<const Policy> upstream_policy_;  // the policy upstream_ was checked under
   uint16_t port_ = 0;
   std::string method_;
   uint64_t bytes_up_ = 0;
