@@ -56,8 +56,9 @@ absl::StatusOr<int64_t> ParseInt(const std::string& flag, const std::string& tex
 
 // The names a supervisor traces when it is asked for and given nothing to trace: what an agent
 // most wants to know a command did.
-constexpr const char* kFeedbackSyscalls[] = {"execve", "execveat", "connect", "open",
-                                             "openat", "openat2",  "creat"};
+// (openat2 is not among them: every sandbox answers it ENOSYS, and libraries use openat.)
+constexpr const char* kFeedbackSyscalls[] = {"execve", "execveat", "connect",
+                                             "open",   "openat",   "creat"};
 
 absl::Status ApplySyscallFlags(const SpecFlags& f, nlohmann::json& doc) {
   if (!f.supervisor.empty()) doc["process"]["supervisor"] = f.supervisor;

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <thread>
 
 #include "common/files.h"
@@ -110,6 +111,35 @@ TEST_P(EscapeTest, SetuidBinariesGainNothing) {
   // uid 0 does not even exist in the sandbox's user namespace.
   EXPECT_EQ(Probe("setuid-root"), "setuid-root: EINVAL");
   ASSERT_TRUE(RemoveTree(dir).ok());
+}
+
+TEST_P(EscapeTest, NoSetuidOrSetgidFileReachesTheHost) {
+  // Attack: the workspace is a root-owned host directory, idmapped so that the sandbox user
+  // owns it; files the sandbox creates there are root's on the host, and nosuid holds only for
+  // the sandbox's own mount. A setuid copy of a shell made there would give any host user root.
+  // Expected: every call that would set S_ISUID or S_ISGID answers EPERM (openat2 ENOSYS), and
+  // no file in the workspace carries either bit afterwards.
+  char tmpl[] = "/tmp/airlock-setid-XXXXXX";
+  std::string ws = mkdtemp(tmpl);
+  spec::SandboxSpec s = WithProbe(TestSpec());
+  s.filesystem.workspace = ws;
+  CommandResult r = RunOnce(s, {"/opt/probe", "setid-files", "/sandbox/workspace"});
+  EXPECT_EQ(r.stdout_preview, "setid-files: ok\n") << r.stderr_preview;
+  r = RunOnce(s, {"sh", "-c", "cp /bin/sh rootsh; chmod 6755 rootsh; install -m 4755 /bin/sh x"});
+  EXPECT_EQ(r.exit_code, 1) << r.stdout_preview << r.stderr_preview;
+  int set_id = 0, files = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(ws)) {
+    ++files;
+    struct stat st {};
+    ASSERT_EQ(::lstat(e.path().c_str(), &st), 0) << e.path();
+    if (st.st_mode & (S_ISUID | S_ISGID)) {
+      ++set_id;
+      ADD_FAILURE() << e.path() << " has a set-id bit";
+    }
+  }
+  EXPECT_GE(files, 3);  // plain, g, rootsh at least: the probe did run
+  EXPECT_EQ(set_id, 0);
+  ASSERT_TRUE(RemoveTree(ws).ok());
 }
 
 TEST_P(EscapeTest, NoCapabilitiesAtAll) {

@@ -20,6 +20,7 @@
 #include <sys/mount.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/un.h>
@@ -249,6 +250,48 @@ int Caps() {
   return nonzero ? EPERM : 0;
 }
 
+// Every way to give a file in `dir` a setuid or setgid bit. Prints each call that did not answer
+// as expected (EPERM; ENOSYS for openat2, whose mode a filter cannot read) and returns EPERM if
+// one did; 0 when all were refused and ordinary creation and chmod still work.
+int SetIdFiles(const char* dir) {
+  std::string d(dir);
+  int bad = 0;
+  auto expect = [&](const char* what, long rc, int want) {
+    int got = rc < 0 ? errno : 0;
+    if (got != want) {
+      printf("%s: %s\n", what, Name(got));
+      bad = 1;
+    }
+  };
+  expect("creat 04755", creat((d + "/a").c_str(), 04755), EPERM);
+  expect("open O_CREAT 02755", syscall(SYS_open, (d + "/b").c_str(), O_CREAT | O_WRONLY, 02755),
+         EPERM);
+  expect("openat O_CREAT 04755",
+         syscall(SYS_openat, AT_FDCWD, (d + "/c").c_str(), O_CREAT | O_WRONLY, 04755), EPERM);
+  expect("openat O_TMPFILE 06755", syscall(SYS_openat, AT_FDCWD, dir, O_TMPFILE | O_WRONLY, 06755),
+         EPERM);
+  expect("mknod S_IFREG|04755", mknod((d + "/e").c_str(), S_IFREG | 04755, 0), EPERM);
+  struct {
+    uint64_t flags, mode, resolve;
+  } how = {O_CREAT | O_WRONLY, 04755, 0};
+  expect("openat2", syscall(SYS_openat2, AT_FDCWD, (d + "/f").c_str(), &how, sizeof(how)), ENOSYS);
+  std::string plain = d + "/plain";
+  int fd = open(plain.c_str(), O_CREAT | O_WRONLY, 0755);
+  expect("open O_CREAT 0755", fd, 0);
+  expect("chmod 04755", chmod(plain.c_str(), 04755), EPERM);
+  expect("fchmod 02755", fchmod(fd, 02755), EPERM);
+  expect("fchmodat 06755", syscall(SYS_fchmodat, AT_FDCWD, plain.c_str(), 06755), EPERM);
+  expect("chmod 0700", chmod(plain.c_str(), 0700), 0);
+  expect("mkdir 0777", mkdir((d + "/g").c_str(), 0777), 0);
+  expect("chmod directory 02777", chmod((d + "/g").c_str(), 02777), EPERM);
+  close(fd);
+  // An open that creates nothing passes whatever mode is in the register.
+  long again = syscall(SYS_openat, AT_FDCWD, plain.c_str(), O_RDONLY, 04777);
+  expect("openat O_RDONLY with a stray mode", again, 0);
+  if (again >= 0) close(static_cast<int>(again));
+  return bad ? EPERM : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -324,6 +367,7 @@ int main(int argc, char** argv) {
   else if (a == "abstract-connect") err = ConnectAbstract(arg);
   else if (a == "caps") err = Caps();
   else if (a == "setuid-root") err = Result(setuid(0));
+  else if (a == "setid-files") err = SetIdFiles(arg);
   else if (a == "uid-map-write") err = CreateFile("/proc/self/uid_map");
   else {
     fprintf(stderr, "airlock-probe: unknown attack %s\n", a.c_str());

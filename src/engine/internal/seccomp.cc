@@ -1,14 +1,17 @@
 #include "engine/internal/seccomp.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/sched.h>
 #include <seccomp.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <memory>
+#include <vector>
 
 #include "common/files.h"
 #include "common/status.h"
@@ -32,10 +35,6 @@ constexpr const char* kAllowed[] = {
     "pwritev",
     "preadv2",
     "pwritev2",
-    "open",
-    "openat",
-    "openat2",
-    "creat",
     "close",
     "close_range",
     "lseek",
@@ -97,10 +96,6 @@ constexpr const char* kAllowed[] = {
     "unlinkat",
     "symlink",
     "symlinkat",
-    "chmod",
-    "fchmod",
-    "fchmodat",
-    "fchmodat2",
     "chown",
     "fchown",
     "lchown",
@@ -110,8 +105,6 @@ constexpr const char* kAllowed[] = {
     "utimes",
     "utimensat",
     "futimesat",
-    "mknod",
-    "mknodat",
     "getxattr",
     "lgetxattr",
     "fgetxattr",
@@ -398,14 +391,11 @@ constexpr const char* kDeniedEperm[] = {
     "lsm_list_modules",
 };
 
-// Denied with ENOSYS so that libraries fall back: clone3 (its flags live in memory a filter
-// cannot read; glibc then uses clone, whose flags it can) and io_uring (its operations bypass
-// seccomp entirely).
+// Denied with ENOSYS so that libraries fall back: clone3 and openat2 (their flags and mode live
+// in memory a filter cannot read; libraries then use clone and openat, whose arguments it can)
+// and io_uring (its operations bypass seccomp entirely).
 constexpr const char* kDeniedEnosys[] = {
-    "clone3",
-    "io_uring_setup",
-    "io_uring_enter",
-    "io_uring_register",
+    "clone3", "openat2", "io_uring_setup", "io_uring_enter", "io_uring_register",
 };
 
 // Namespace flags that clone/unshare may not use.
@@ -420,6 +410,14 @@ struct CtxDeleter {
   void operator()(void* ctx) const { seccomp_release(ctx); }
 };
 using Ctx = std::unique_ptr<void, CtxDeleter>;
+
+std::vector<uint64_t> SetBits(uint64_t v) {
+  std::vector<uint64_t> bits;
+  for (int bit = 0; bit < 64; ++bit) {
+    if (v & (uint64_t{1} << bit)) bits.push_back(uint64_t{1} << bit);
+  }
+  return bits;
+}
 
 class Builder {
  public:
@@ -469,9 +467,24 @@ class Builder {
   // Allows `name` when none of `flags` is set in argument `arg`; EPERM when any is.
   void AllowWithoutFlags(const char* name, unsigned arg, uint64_t flags) {
     Add(SCMP_ACT_ALLOW, name, {SCMP_CMP64(arg, SCMP_CMP_MASKED_EQ, flags, 0)});
-    for (int bit = 0; bit < 64; ++bit) {
-      uint64_t b = uint64_t{1} << bit;
-      if (flags & b) Add(SCMP_ACT_ERRNO(EPERM), name, {SCMP_CMP64(arg, SCMP_CMP_MASKED_EQ, b, b)});
+    for (uint64_t b : SetBits(flags)) {
+      Add(SCMP_ACT_ERRNO(EPERM), name, {SCMP_CMP64(arg, SCMP_CMP_MASKED_EQ, b, b)});
+    }
+  }
+
+  // Allows `name` unless it creates a file (a bit of `create_flags` set in argument
+  // `flags_arg`) with a bit of `mode_bits` set in argument `mode_arg`, which gets EPERM. The
+  // mode of an open that creates nothing is whatever the caller left in the register.
+  void AllowUnlessCreatingWith(const char* name, unsigned flags_arg, uint64_t create_flags,
+                               unsigned mode_arg, uint64_t mode_bits) {
+    Add(SCMP_ACT_ALLOW, name, {SCMP_CMP64(flags_arg, SCMP_CMP_MASKED_EQ, create_flags, 0)});
+    Add(SCMP_ACT_ALLOW, name, {SCMP_CMP64(mode_arg, SCMP_CMP_MASKED_EQ, mode_bits, 0)});
+    for (uint64_t f : SetBits(create_flags)) {
+      for (uint64_t m : SetBits(mode_bits)) {
+        Add(SCMP_ACT_ERRNO(EPERM), name,
+            {SCMP_CMP64(flags_arg, SCMP_CMP_MASKED_EQ, f, f),
+             SCMP_CMP64(mode_arg, SCMP_CMP_MASKED_EQ, m, m)});
+      }
     }
   }
 
@@ -496,8 +509,9 @@ const std::vector<std::string>& AlwaysDeniedSyscalls() {
 
 namespace {
 // Allowed or refused by their arguments, by the rules at the end of Build.
-constexpr const char* kFiltered[] = {"ioctl",   "clone",       "unshare",
-                                     "seccomp", "personality", "socket"};
+constexpr const char* kFiltered[] = {"ioctl",  "clone",    "unshare",   "seccomp", "personality",
+                                     "socket", "open",     "openat",    "creat",   "chmod",
+                                     "fchmod", "fchmodat", "fchmodat2", "mknod",   "mknodat"};
 
 absl::StatusOr<std::string> Build(const std::vector<std::string>& widened);
 }  // namespace
@@ -559,6 +573,20 @@ absl::StatusOr<std::string> Build(const std::vector<std::string>& widened) {
   // A second seccomp listener would let sandboxed code supervise (and forge answers for) its
   // own children; plain filters can only restrict further and stay allowed.
   b.AllowWithoutFlags("seccomp", 1, kSeccompNewListener);
+  // No setuid or setgid file from a sandbox: a writable host mount shows the file to the host
+  // with its owner there (root, for a root-owned workspace under an idmapped mount), and the
+  // sandbox's nosuid mount does not travel with it.
+  constexpr uint64_t kSetId = S_ISUID | S_ISGID;
+  constexpr uint64_t kCreates = O_CREAT | 020000000 /*__O_TMPFILE*/;
+  b.AllowUnlessCreatingWith("open", 1, kCreates, 2, kSetId);
+  b.AllowUnlessCreatingWith("openat", 2, kCreates, 3, kSetId);
+  b.AllowWithoutFlags("creat", 1, kSetId);
+  b.AllowWithoutFlags("chmod", 1, kSetId);
+  b.AllowWithoutFlags("fchmod", 1, kSetId);
+  b.AllowWithoutFlags("fchmodat", 2, kSetId);
+  b.AllowWithoutFlags("fchmodat2", 2, kSetId);
+  b.AllowWithoutFlags("mknod", 1, kSetId);
+  b.AllowWithoutFlags("mknodat", 2, kSetId);
   // personality: the query (0xffffffff) and PER_LINUX only; changes fall to the default kill.
   b.Add(SCMP_ACT_ALLOW, "personality", {SCMP_CMP64(0, SCMP_CMP_MASKED_EQ, 0xffffffffu, 0)});
   b.Add(SCMP_ACT_ALLOW, "personality",

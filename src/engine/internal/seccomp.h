@@ -27,7 +27,8 @@ std::string_view DefaultSeccompFilter();
 absl::StatusOr<std::string> BuildSeccompFilter(const std::vector<std::string>& widened);
 
 // How the profile treats a system call, by name (for checking a syscall policy against it;
-// kFiltered: ioctl, clone, unshare, seccomp, personality, socket).
+// kFiltered: ioctl, clone, unshare, seccomp, personality, socket, and the calls that create or
+// chmod files, refused with a setuid or setgid bit).
 supervisor::ProfileTreatment TreatmentOf(std::string_view name);
 
 // Names of the system calls that are always denied, whatever the spec says (for docs and
