@@ -260,6 +260,16 @@ TEST_F(ForkServerTest, StopKillsRunningWorkers) {
   EXPECT_EQ(r->signal, SIGKILL);
 }
 
+TEST_F(ForkServerTest, WorkerDiesWithTheServer) {
+  // Taking the sandbox's ids clears a process's parent-death signal; a worker that lost it ran
+  // on under init after `kill -9` of the server. The worker reads its own (PR_GET_PDEATHSIG).
+  StartServer();
+  CommandResult r = RunPython(
+      "import ctypes\nsig = ctypes.c_int(0)\n"
+      "ctypes.CDLL(None).prctl(2, ctypes.byref(sig), 0, 0, 0)\nprint(sig.value)");
+  EXPECT_EQ(r.stdout_preview, "9\n") << r.stderr_preview;
+}
+
 TEST_F(ForkServerTest, CrashingWorkerLeavesZygoteAndNextRequestAlone) {
   StartServer();
   pid_t zygote = server_->zygote_pid();

@@ -142,6 +142,14 @@ TEST_P(EscapeTest, NoSetuidOrSetgidFileReachesTheHost) {
   ASSERT_TRUE(RemoveTree(ws).ok());
 }
 
+TEST_P(EscapeTest, LimitsOfAirlockInitCannotBeChanged) {
+  // Attack: prlimit(1, RLIMIT_NOFILE, {0, 0}) from a command; the kernel allows it for any
+  // process of the same uid, and airlock-init could then spawn nothing more. Expected: EPERM,
+  // while a process's own limits stay settable.
+  EXPECT_EQ(Probe("prlimit-init"), "prlimit-init: EPERM");
+  EXPECT_EQ(Probe("setrlimit-self"), "setrlimit-self: ok");
+}
+
 TEST_P(EscapeTest, NoCapabilitiesAtAll) {
   EXPECT_EQ(Probe("caps"),
             "CapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\n"

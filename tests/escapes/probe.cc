@@ -19,6 +19,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/ptrace.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -368,6 +369,14 @@ int main(int argc, char** argv) {
   else if (a == "caps") err = Caps();
   else if (a == "setuid-root") err = Result(setuid(0));
   else if (a == "setid-files") err = SetIdFiles(arg);
+  else if (a == "prlimit-init") {
+    struct rlimit none = {0, 0};
+    err = Result(prlimit(1, RLIMIT_NOFILE, &none, nullptr));
+  } else if (a == "setrlimit-self") {
+    struct rlimit l;
+    err = Result(getrlimit(RLIMIT_NOFILE, &l));
+    if (err == 0) err = Result(setrlimit(RLIMIT_NOFILE, &l));
+  }
   else if (a == "uid-map-write") err = CreateFile("/proc/self/uid_map");
   else {
     fprintf(stderr, "airlock-probe: unknown attack %s\n", a.c_str());

@@ -3,6 +3,7 @@
 // locks or logs; a failure is reported as a ChildError on the error pipe.
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
@@ -115,6 +116,11 @@ void Contain(SetupPlan* plan) {
   // the caller is multi-threaded, as with an egress proxy running).
   Check(p, Step::kIdentity, Errno(static_cast<int>(::syscall(SYS_setresgid, p.gid, p.gid, p.gid))));
   Check(p, Step::kIdentity, Errno(static_cast<int>(::syscall(SYS_setresuid, p.uid, p.uid, p.uid))));
+  // Changing ids cleared the death signal: set it again. Had the engine died in between, the
+  // other end of sync_fd, which it holds until we report, is closed now.
+  Check(p, Step::kDeathSignal, Errno(::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)));
+  struct pollfd engine_alive = {p.sync_fd, POLLRDHUP, 0};
+  if (::poll(&engine_alive, 1, 0) != 0) Die(p, Step::kDeathSignal, -1, ESRCH);
 
   err = RunMountOps(plan, root_fd, scratch_fd, &op);
   Check(p, Step::kMount, err, op);

@@ -251,7 +251,6 @@ constexpr const char* kAllowed[] = {
     "setpriority",
     "getrlimit",
     "setrlimit",
-    "prlimit64",
     "ugetrlimit",
     "getrusage",
     "times",
@@ -509,9 +508,9 @@ const std::vector<std::string>& AlwaysDeniedSyscalls() {
 
 namespace {
 // Allowed or refused by their arguments, by the rules at the end of Build.
-constexpr const char* kFiltered[] = {"ioctl",  "clone",    "unshare",   "seccomp", "personality",
-                                     "socket", "open",     "openat",    "creat",   "chmod",
-                                     "fchmod", "fchmodat", "fchmodat2", "mknod",   "mknodat"};
+constexpr const char* kFiltered[] = {
+    "ioctl", "clone", "unshare", "seccomp",  "personality", "socket", "open",    "openat",
+    "creat", "chmod", "fchmod",  "fchmodat", "fchmodat2",   "mknod",  "mknodat", "prlimit64"};
 
 absl::StatusOr<std::string> Build(const std::vector<std::string>& widened);
 }  // namespace
@@ -573,6 +572,10 @@ absl::StatusOr<std::string> Build(const std::vector<std::string>& widened) {
   // A second seccomp listener would let sandboxed code supervise (and forge answers for) its
   // own children; plain filters can only restrict further and stay allowed.
   b.AllowWithoutFlags("seccomp", 1, kSeccompNewListener);
+  // prlimit64 on the caller only (pid 0, what getrlimit and setrlimit use): the kernel lets a
+  // process set the limits of any other of the same uid, airlock-init's among them.
+  b.Add(SCMP_ACT_ALLOW, "prlimit64", {SCMP_A0_32(SCMP_CMP_EQ, 0)});
+  b.Add(SCMP_ACT_ERRNO(EPERM), "prlimit64", {SCMP_A0_32(SCMP_CMP_NE, 0)});
   // No setuid or setgid file from a sandbox: a writable host mount shows the file to the host
   // with its owner there (root, for a root-owned workspace under an idmapped mount), and the
   // sandbox's nosuid mount does not travel with it.
