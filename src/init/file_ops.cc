@@ -17,6 +17,53 @@ namespace {
 
 constexpr size_t kMaxListEntries = 10000;
 
+// Opens `name` in `dir` without following a symlink there (ELOOP for one, whatever `flags`).
+int OpenNoFollow(int dir, const char* name, int flags, mode_t mode) {
+  int fd = ::openat(dir, name, flags | O_NOFOLLOW | O_CLOEXEC, mode);
+  if (fd < 0 && (errno == ENOTDIR || errno == ELOOP)) {
+    struct stat st;
+    if (::fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) errno = ELOOP;
+  } else if (fd >= 0 && (flags & O_PATH)) {
+    struct stat st;  // O_PATH | O_NOFOLLOW opens a symlink itself
+    if (::fstat(fd, &st) == 0 && S_ISLNK(st.st_mode)) {
+      ::close(fd);
+      errno = ELOOP;
+      return -1;
+    }
+  }
+  return fd;
+}
+
+// `rel` beneath `root_fd`, one component at a time, refusing ".." and every symlink: inside a
+// sandbox openat2 answers ENOSYS (the seccomp profile cannot read its mode).
+int WalkBeneath(int root_fd, const std::string& rel, int flags, mode_t mode) {
+  int dir = ::fcntl(root_fd, F_DUPFD_CLOEXEC, 0);
+  size_t i = 0;
+  std::string leaf = ".";
+  while (dir >= 0) {
+    size_t j = rel.find('/', i);
+    std::string part = rel.substr(i, j == std::string::npos ? std::string::npos : j - i);
+    if (j == std::string::npos) {
+      if (!part.empty()) leaf = part;
+      break;
+    }
+    i = j + 1;
+    if (part.empty() || part == ".") continue;
+    int next = part == ".." ? (errno = EXDEV, -1)
+                            : OpenNoFollow(dir, part.c_str(), O_PATH | O_DIRECTORY, 0);
+    int err = errno;
+    ::close(dir);
+    errno = err;
+    dir = next;
+  }
+  if (dir < 0) return -1;
+  int fd = leaf == ".." ? (errno = EXDEV, -1) : OpenNoFollow(dir, leaf.c_str(), flags, mode);
+  int err = errno;
+  ::close(dir);
+  errno = err;
+  return fd;
+}
+
 int OpenBeneath(int root_fd, const std::string& rel, int flags, mode_t mode = 0) {
   struct open_how how = {};
   how.flags = static_cast<uint64_t>(flags) | O_CLOEXEC;
@@ -27,6 +74,7 @@ int OpenBeneath(int root_fd, const std::string& rel, int flags, mode_t mode = 0)
     fd = static_cast<int>(
         ::syscall(SYS_openat2, root_fd, rel.empty() ? "." : rel.c_str(), &how, sizeof(how)));
   } while (fd < 0 && (errno == EAGAIN || errno == EINTR));
+  if (fd < 0 && errno == ENOSYS) return WalkBeneath(root_fd, rel, flags, mode);
   return fd;
 }
 

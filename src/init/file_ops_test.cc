@@ -3,10 +3,19 @@
 #include "init/file_ops.h"
 
 #include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/openat2.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cstddef>
+#include <functional>
+#include <iterator>
 #include <optional>
 #include <thread>
 
@@ -192,6 +201,55 @@ TEST_F(FileOpsTest, PlantedSymlinksNeverLeadOut) {
   EXPECT_EQ(Op(FileOp::kRemove, "out").err, 0);  // the link goes, the directory stays
   EXPECT_EQ(::access(outside_.c_str(), F_OK), 0);
   EXPECT_EQ(Op(FileOp::kRemove, "").err, EBUSY);
+}
+
+// Runs `body` on a thread whose seccomp filter answers openat2 with ENOSYS, as the sandbox's
+// profile does, so that the file operations take their component-by-component walk.
+void WithoutOpenat2(const std::function<void()>& body) {
+  std::thread t([&] {
+    struct sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_openat2, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {static_cast<unsigned short>(std::size(code)), code};
+    ASSERT_EQ(::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+    ASSERT_EQ(::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog), 0);
+    struct open_how how = {};
+    ASSERT_LT(::syscall(SYS_openat2, AT_FDCWD, ".", &how, sizeof(how)), 0);
+    ASSERT_EQ(errno, ENOSYS);
+    body();
+  });
+  t.join();
+}
+
+// The same attack where openat2 answers ENOSYS (inside every sandbox). Outcome: every symlink on
+// the way is refused (ELOOP), ".." too (EXDEV); ordinary nested paths work.
+TEST_F(FileOpsTest, PlantedSymlinksNeverLeadOutWithoutOpenat2) {
+  ASSERT_EQ(::symlink(outside_.c_str(), (root_ + "/out").c_str()), 0);
+  ASSERT_EQ(::symlink((outside_ + "/secret").c_str(), (root_ + "/secret-link").c_str()), 0);
+  ASSERT_EQ(::mkdir((root_ + "/d").c_str(), 0755), 0);
+  ASSERT_EQ(::symlink("../d", (root_ + "/d/up").c_str()), 0);
+  WithoutOpenat2([&] {
+    EXPECT_EQ(Read("out/secret").first.err, ELOOP);
+    EXPECT_EQ(Read("secret-link").first.err, ELOOP);
+    EXPECT_EQ(Read("d/up/x").first.err, ELOOP);
+    EXPECT_EQ(Read("d/../secret-link").first.err, EXDEV);
+    EXPECT_EQ(Write("out/planted", "x").err, ELOOP);
+    EXPECT_EQ(Op(FileOp::kList, "out").err, ELOOP);
+    ASSERT_EQ(Write("d/e/f.txt", "nested", 'C', 0, kFileParents).err, 0);
+    EXPECT_EQ(Read("d/e/f.txt").second, "nested");
+    EXPECT_EQ(Read("./d//e/f.txt").second, "nested");
+    FileDone list = Op(FileOp::kList, "d");
+    EXPECT_EQ(list.err, 0) << list.message;
+    EXPECT_EQ(list.entries.size(), 2u);  // e and up
+  });
+  EXPECT_NE(::access((outside_ + "/planted").c_str(), F_OK), 0);
+  EXPECT_EQ(ReadAll(outside_ + "/secret").value_or("?"), "host secret\n");
 }
 
 TEST_F(FileOpsTest, ListStatAndMkdir) {

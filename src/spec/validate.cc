@@ -467,16 +467,7 @@ class Checker {
   // A host path that will be bind-mounted into the sandbox.
   void CheckSource(const std::string& path, std::string_view source) {
     if (!AbsolutePath(path, source)) return;
-    if (source == "/") {
-      Add(path, "must not be the host's \"/\"");
-      return;
-    }
-    for (std::string_view dir : kForbiddenSources) {
-      if (IsAtOrUnder(source, dir)) {
-        Add(path, fmt::format("must not be on or under {} (host kernel and runtime state)", dir));
-        return;
-      }
-    }
+    if (std::string problem = HostSourceProblem(source); !problem.empty()) Add(path, problem);
   }
 
   // A path inside the sandbox that something is mounted on.
@@ -925,6 +916,16 @@ Runtime DeriveRuntime(Level level, SupervisorMode supervisor) {
       return Runtime::kMicroVm;
   }
   return Runtime::kNative;
+}
+
+std::string HostSourceProblem(std::string_view source) {
+  if (source == "/") return "must not be the host's \"/\"";
+  for (std::string_view dir : kForbiddenSources) {
+    if (IsAtOrUnder(source, dir)) {
+      return fmt::format("must not be on or under {} (host kernel and runtime state)", dir);
+    }
+  }
+  return "";
 }
 
 std::vector<FieldError> Validate(const SandboxSpec& spec) { return Checker(spec).Run(); }

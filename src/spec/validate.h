@@ -6,6 +6,8 @@
 #define AIRLOCK_SPEC_VALIDATE_H_
 
 #include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "spec/field_error.h"
@@ -16,6 +18,11 @@ namespace airlock::spec {
 // Every problem of `spec`, in field order (empty when the spec is valid). Includes
 // CheckRiskClass (spec/risk.h): a spec must be at least as tight as its risk class.
 std::vector<FieldError> Validate(const SandboxSpec& spec);
+
+// Why the absolute host path `source` may not be bind-mounted into a sandbox ("must not be the
+// host's \"/\"", "must not be on or under /proc (...)"), or empty when it may. The engine asks
+// again of the path a source resolves to when it is opened.
+std::string HostSourceProblem(std::string_view source);
 
 // The level a runtime runs at (interp 0, gvisor 3, microvm 4); nullopt for native and traced,
 // which run levels 1 and 2.

@@ -14,6 +14,7 @@
 #include "common/files.h"
 #include "engine/testing/sandbox_fixture.h"
 #include "fmt/format.h"
+#include "gmock/gmock.h"
 #include "pathguard/path_guard.h"
 
 namespace airlock::engine {
@@ -180,6 +181,45 @@ TEST_P(EscapeTest, WorkspaceSymlinkCannotLeadTheHostOut) {
         << path << ": " << fd.status();
   }
   ASSERT_TRUE(RemoveTree(ws).ok());
+}
+
+TEST_P(EscapeTest, PlantedSymlinkCannotRedirectALaterMount) {
+  // Attack: a sandbox plants symlinks in its workspace (cache -> a host directory outside it,
+  // runlink -> /run, which no spec may mount); a later spec mounts workspace/cache read-write and
+  // workspace/runlink read-only. Expected: neither sandbox is created (InvalidArgument naming
+  // the symlink, or /run), and the host directory is untouched.
+  char ws_tmpl[] = "/tmp/airlock-plant-XXXXXX";
+  char victim_tmpl[] = "/tmp/airlock-victim-XXXXXX";
+  std::string ws = mkdtemp(ws_tmpl);
+  std::string victim = mkdtemp(victim_tmpl);
+  ASSERT_TRUE(WriteFileAtomic(victim + "/secret.conf", "original").ok());
+  spec::SandboxSpec planting = TestSpec();
+  planting.filesystem.workspace = ws;
+  CommandResult r =
+      RunOnce(planting,
+              {"sh", "-c", fmt::format("ln -s {} cache && ln -s /run runlink && echo ok", victim)});
+  ASSERT_EQ(r.stdout_preview, "ok\n") << r.stderr_preview;
+
+  spec::SandboxSpec rw = TestSpec();
+  rw.filesystem.mounts.push_back({ws + "/cache", "/opt/cache", spec::MountMode::kReadWrite});
+  auto sandbox = TryCreate(rw);
+  ASSERT_FALSE(sandbox.ok()) << "a mount followed the planted symlink";
+  EXPECT_EQ(sandbox.status().code(), absl::StatusCode::kInvalidArgument) << sandbox.status();
+  EXPECT_THAT(std::string(sandbox.status().message()),
+              ::testing::HasSubstr("a component is a symbolic link"));
+  spec::SandboxSpec ro = TestSpec();
+  ro.filesystem.mounts.push_back({ws + "/runlink", "/opt/run", spec::MountMode::kReadOnly});
+  sandbox = TryCreate(ro);
+  ASSERT_FALSE(sandbox.ok()) << "/run was mounted through a symlink";
+  EXPECT_EQ(sandbox.status().code(), absl::StatusCode::kInvalidArgument) << sandbox.status();
+  // A ".." that leads under /run is caught on the path actually opened.
+  ro.filesystem.mounts.back().source = ws + "/../../run";
+  sandbox = TryCreate(ro);
+  ASSERT_FALSE(sandbox.ok()) << "/run was mounted through ..";
+  EXPECT_THAT(std::string(sandbox.status().message()), ::testing::HasSubstr("/run"));
+  EXPECT_EQ(*ReadFile(victim + "/secret.conf"), "original");
+  ASSERT_TRUE(RemoveTree(ws).ok());
+  ASSERT_TRUE(RemoveTree(victim).ok());
 }
 
 // --- system calls --------------------------------------------------------------------------

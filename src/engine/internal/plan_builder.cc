@@ -2,10 +2,13 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +19,7 @@
 #include "common/status.h"
 #include "engine/internal/syscalls.h"
 #include "fmt/format.h"
+#include "spec/validate.h"
 
 namespace airlock::engine::internal {
 namespace {
@@ -155,40 +159,95 @@ absl::StatusOr<UniqueFd> IdmapUserns(uid_t from_uid, gid_t from_gid, uid_t to_ui
   return ns;
 }
 
-// A read-write bind of a host directory, idmapped when its owner is not the sandbox's host id.
-absl::Status AddWritableHostBind(Builder& b, const std::string& source, const std::string& target) {
-  struct stat st;
-  if (::stat(source.c_str(), &st) != 0) return ErrnoStatus(errno, fmt::format("stat {}", source));
-  if (!S_ISDIR(st.st_mode)) return InvalidArgument(fmt::format("{}: not a directory", source));
-  b.Mkdir(target);
-  if (st.st_uid == b.in.host_uid && st.st_gid == b.in.host_gid) {
-    b.Bind(source, target, kReadWrite);
-    return absl::OkStatus();
+// A spec's host path, opened once on the host with no symbolic link anywhere in it: a sandbox
+// may have planted one in a workspace that a later spec mounts from, to lead the mount to any
+// host directory. The path the descriptor was opened at is then checked against the spec's
+// host-path rules (a ".." may have led elsewhere), and what is mounted is what was checked.
+absl::StatusOr<UniqueFd> OpenHostSource(const std::string& source, struct stat* st) {
+  struct open_how how = {};
+  how.flags = O_PATH | O_CLOEXEC;
+  how.resolve = RESOLVE_NO_SYMLINKS;
+  UniqueFd fd(
+      static_cast<int>(::syscall(SYS_openat2, AT_FDCWD, source.c_str(), &how, sizeof(how))));
+  if (!fd && errno == ELOOP) {
+    char resolved[PATH_MAX];
+    return InvalidArgument(fmt::format(
+        "mount source {}: a component is a symbolic link (give the real path{})", source,
+        ::realpath(source.c_str(), resolved) ? fmt::format(", {}", resolved) : std::string()));
   }
-  if (::geteuid() != 0) {
-    return FailedPrecondition(fmt::format(
-        "{} is owned by uid {}, but the sandbox writes as uid {}; give it to uid {} or run as "
-        "root (which maps it with an idmapped mount)",
-        source, st.st_uid, b.in.host_uid, b.in.host_uid));
+  if (!fd) return ErrnoStatus(errno, fmt::format("mount source {}", source));
+  char opened[PATH_MAX];
+  ssize_t n =
+      ::readlink(fmt::format("/proc/self/fd/{}", fd.get()).c_str(), opened, sizeof(opened) - 1);
+  if (n <= 0) return ErrnoStatus(errno, fmt::format("mount source {}: its path", source));
+  opened[n] = '\0';
+  if (std::string problem = spec::HostSourceProblem(opened); !problem.empty()) {
+    return InvalidArgument(fmt::format("mount source {} is {}, which {}", source, opened, problem));
   }
-  ASSIGN_OR_RETURN(UniqueFd userns, IdmapUserns(st.st_uid, st.st_gid, b.in.host_uid, b.in.host_gid),
-                   fmt::format("idmap {}", source));
-  UniqueFd mnt(static_cast<int>(
-      ::open_tree(AT_FDCWD, source.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE)));
+  if (::fstat(fd.get(), st) != 0) return ErrnoStatus(errno, fmt::format("stat {}", source));
+  return fd;
+}
+
+// Attaches a copy of the mount tree at `source_fd` on `target` with `attr` (through `userns`
+// when it is open: an idmapped mount, which the kernel allows on the top mount only).
+absl::Status BindHostSource(Builder& b, int source_fd, const std::string& source,
+                            const std::string& target, uint64_t attr, const UniqueFd& userns) {
+  UniqueFd mnt(static_cast<int>(::open_tree(
+      source_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE)));
   if (!mnt) return ErrnoStatus(errno, fmt::format("open_tree {}", source));
-  struct mount_attr attr = {};
-  attr.attr_set = MOUNT_ATTR_IDMAP | kReadWrite;
-  attr.userns_fd = static_cast<uint64_t>(userns.get());
-  attr.propagation = MS_PRIVATE;
-  if (::mount_setattr(mnt.get(), "", AT_EMPTY_PATH, &attr, sizeof(attr)) != 0) {
-    return ErrnoStatus(errno, fmt::format("idmapped mount of {} (the file system must support "
-                                          "idmapped mounts)",
-                                          source));
+  struct mount_attr a = {};
+  a.attr_set = attr;
+  a.propagation = MS_PRIVATE;
+  unsigned flags = AT_EMPTY_PATH | AT_RECURSIVE;
+  if (userns) {
+    a.attr_set |= MOUNT_ATTR_IDMAP;
+    a.userns_fd = static_cast<uint64_t>(userns.get());
+    flags = AT_EMPTY_PATH;
+  }
+  if (::mount_setattr(mnt.get(), "", flags, &a, sizeof(a)) != 0) {
+    return ErrnoStatus(errno, userns ? fmt::format("idmapped mount of {} (the file system must "
+                                                   "support idmapped mounts)",
+                                                   source)
+                                     : fmt::format("mount attributes of {}", source));
   }
   MountOp& op = b.Add(Kind::kBindFd, target);
   op.fd = mnt.get();
   b.owned_fds->push_back(std::move(mnt));
   return absl::OkStatus();
+}
+
+// A read-write bind of a host directory, idmapped when its owner is not the sandbox's host id.
+absl::Status AddWritableHostBind(Builder& b, const std::string& source, const std::string& target) {
+  struct stat st;
+  ASSIGN_OR_RETURN(UniqueFd fd, OpenHostSource(source, &st));
+  if (!S_ISDIR(st.st_mode)) return InvalidArgument(fmt::format("{}: not a directory", source));
+  b.Mkdir(target);
+  UniqueFd userns;
+  if (st.st_uid != b.in.host_uid || st.st_gid != b.in.host_gid) {
+    if (::geteuid() != 0) {
+      return FailedPrecondition(fmt::format(
+          "{} is owned by uid {}, but the sandbox writes as uid {}; give it to uid {} or run as "
+          "root (which maps it with an idmapped mount)",
+          source, st.st_uid, b.in.host_uid, b.in.host_uid));
+    }
+    ASSIGN_OR_RETURN(userns, IdmapUserns(st.st_uid, st.st_gid, b.in.host_uid, b.in.host_gid),
+                     fmt::format("idmap {}", source));
+  }
+  return BindHostSource(b, fd.get(), source, target, kReadWrite, userns);
+}
+
+// A read-only bind of a host file or directory.
+absl::Status AddReadOnlyHostBind(Builder& b, const std::string& source, const std::string& target) {
+  struct stat st;
+  ASSIGN_OR_RETURN(UniqueFd fd, OpenHostSource(source, &st));
+  if (S_ISDIR(st.st_mode)) {
+    b.Mkdir(target);
+  } else {
+    std::string parent = target.substr(0, target.rfind('/'));
+    if (!parent.empty()) b.Mkdir(parent);
+    b.Add(Kind::kFile, target).mode = 0644;
+  }
+  return BindHostSource(b, fd.get(), source, target, kReadOnly, UniqueFd());
 }
 
 absl::Status AddRootFileSystem(Builder& b) {
@@ -298,22 +357,9 @@ absl::Status AddSandboxLayout(Builder& b) {
     b.Tmpfs(t.target, t.size_mb * kMiB, t.inodes, 01777, true, t.noexec);
   }
   for (const spec::Mount& m : fs.mounts) {
-    if (m.mode == spec::MountMode::kReadWrite) {
-      RETURN_IF_ERROR(AddWritableHostBind(b, m.source, m.target));
-    } else {
-      struct stat st;
-      if (::stat(m.source.c_str(), &st) != 0) {
-        return ErrnoStatus(errno, fmt::format("mount source {}", m.source));
-      }
-      if (S_ISDIR(st.st_mode)) {
-        b.Mkdir(m.target);
-      } else {
-        std::string parent = m.target.substr(0, m.target.rfind('/'));
-        if (!parent.empty()) b.Mkdir(parent);
-        b.Add(Kind::kFile, m.target).mode = 0644;
-      }
-      b.Bind(m.source, m.target, kReadOnly);
-    }
+    RETURN_IF_ERROR(m.mode == spec::MountMode::kReadWrite
+                        ? AddWritableHostBind(b, m.source, m.target)
+                        : AddReadOnlyHostBind(b, m.source, m.target));
   }
   return absl::OkStatus();
 }
