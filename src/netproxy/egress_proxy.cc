@@ -44,22 +44,29 @@ absl::Status BoostStatus(const error_code& ec, std::string_view what) {
   return ErrnoStatus(ec.value(), what);
 }
 
-// The proxy holds two descriptors per connection and a node serves many sandboxes: use every
-// descriptor the hard limit allows.
-void RaiseFileLimit() {
+// The proxy holds up to six descriptors per connection and a node serves many sandboxes: use
+// every descriptor the hard limit allows. Returns the limit in force.
+uint64_t RaiseFileLimit() {
   rlimit rl{};
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &rl);
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return 1024;
+  if (rl.rlim_cur < rl.rlim_max) {
+    rlimit raised = {rl.rlim_max, rl.rlim_max};
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) rl = raised;
   }
+  return rl.rlim_cur;
 }
 
-asio::awaitable<void> RefuseOverLimit(ClientSocket socket) {
-  static constexpr std::string_view kBusy =
-      "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 53\r\nConnection: close\r\n\r\n"
-      "airlock egress proxy: too many connections from sandbox\n";
+constexpr uint64_t kFdsPerConnection = 6;
+constexpr uint64_t kFdsKeptBack = 512;
+
+// 503 with `why` (one line) as the body, then close.
+asio::awaitable<void> RefuseOverLimit(ClientSocket socket, std::string_view why) {
+  std::string answer = fmt::format(
+      "HTTP/1.1 503 Service Unavailable\r\nContent-Length: {}\r\nConnection: close\r\n\r\n"
+      "airlock egress proxy: {}\n",
+      why.size() + 23, why);
   error_code ec;
-  co_await asio::async_write(socket, asio::buffer(kBusy),
+  co_await asio::async_write(socket, asio::buffer(answer),
                              asio::redirect_error(asio::use_awaitable, ec));
 }
 
@@ -70,6 +77,7 @@ class EgressProxy::Impl {
   explicit Impl(ProxyConfig config) : config_(std::move(config)) {}
 
   ~Impl() {
+    config_.lookups->Stop();  // no lookup thread posts to the context from here on
     work_.reset();
     ioc_.stop();
     for (std::thread& t : threads_) t.join();
@@ -189,10 +197,16 @@ class EgressProxy::Impl {
         continue;
       }
       sandbox->accepted.fetch_add(1, std::memory_order_relaxed);
+      const char* over = nullptr;
       if (sandbox->active.load(std::memory_order_relaxed) >= limit) {
+        over = "too many connections from sandbox";
+      } else if (config_.active_total->load(std::memory_order_relaxed) >= config_.max_connections) {
+        over = "too many connections on this node";
+      }
+      if (over != nullptr) {
         sandbox->refused_over_limit.fetch_add(1, std::memory_order_relaxed);
         auto executor = socket.get_executor();
-        asio::co_spawn(executor, RefuseOverLimit(std::move(socket)), asio::detached);
+        asio::co_spawn(executor, RefuseOverLimit(std::move(socket), over), asio::detached);
         continue;
       }
       Session::Start(std::make_shared<Session>(sandbox, std::move(socket)));
@@ -233,8 +247,16 @@ absl::StatusOr<std::unique_ptr<EgressProxy>> EgressProxy::Start(Options options)
     }
   }
   int threads = options.threads;
+  uint64_t fd_limit = RaiseFileLimit();
+  config.max_connections =
+      options.max_connections > 0
+          ? options.max_connections
+          : static_cast<size_t>(fd_limit > kFdsKeptBack + kFdsPerConnection
+                                    ? (fd_limit - kFdsKeptBack) / kFdsPerConnection
+                                    : 1);
+  config.lookups = std::make_shared<internal::Lookups>(options.max_lookups_per_sandbox,
+                                                       options.lookup_threads, options.lookup);
   config.options = std::move(options);
-  RaiseFileLimit();
   auto impl = std::make_unique<Impl>(std::move(config));
   impl->Run(threads);
   return std::unique_ptr<EgressProxy>(new EgressProxy(std::move(impl)));

@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -24,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/ids.h"
+#include "netproxy/address.h"
 #include "netproxy/events.h"
 #include "netproxy/policy.h"
 
@@ -36,6 +38,10 @@ enum class NameResolution { kSystem, kHostsOnly };
 // Who asks for a policy update. kMayLoosen is the caller's authority to widen a running
 // sandbox's network; without it an update must provably only tighten (Policy::IsNoLooserThan).
 enum class PolicyAuthority { kTightenOnly, kMayLoosen };
+
+// Resolves `name` for TCP `port` into `out`; returns 0 or a getaddrinfo error (EAI_*).
+using LookupFunction =
+    std::function<int(const std::string& name, uint16_t port, std::vector<IpAddress>* out)>;
 
 struct SandboxStats {
   uint64_t active_connections = 0;
@@ -54,6 +60,9 @@ class EgressProxy {
     std::chrono::milliseconds header_timeout{15'000};   // a whole request head from the client
     std::chrono::milliseconds idle_timeout{300'000};    // no byte in either direction
     size_t max_connections_per_sandbox = 2048;
+    // All sandboxes together; 0: what the descriptor limit allows, at six descriptors a
+    // connection (two sockets, two pipes) with 512 kept back for the rest of the process.
+    size_t max_connections = 0;
     // Per direction per connection: the pipe a tunnel splices through (kernel memory), or the
     // user-space buffer of a plain-HTTP body or of a tunnel without pipes.
     size_t buffer_bytes = 256 << 10;
@@ -61,6 +70,12 @@ class EgressProxy {
     // Static name -> addresses map consulted before DNS ("registry.test" -> {"192.0.2.10"}).
     std::map<std::string, std::vector<std::string>> hosts;
     NameResolution resolution = NameResolution::kSystem;
+    // kSystem lookups run on their own threads, at most this many at once for one sandbox
+    // (more wait their turn) and this many threads in all: a sandbox that looks up names whose
+    // DNS server never answers delays only its own lookups.
+    size_t max_lookups_per_sandbox = 4;
+    size_t lookup_threads = 32;
+    LookupFunction lookup;   // empty: getaddrinfo; tests put a slow resolver here
     EventCallback on_event;  // may be empty
   };
 

@@ -422,6 +422,40 @@ TEST_F(EgressProxyTest, LimitsConnectionsPerSandbox) {
   EXPECT_EQ(proxy_->Stats(id_)->refused_over_limit, 1u);
 }
 
+// Attack: many sandboxes, each under its own limit, together hold more connections than the
+// node's descriptors allow (the proxy runs in the node daemon). Expected: past the proxy-wide
+// limit a new connection from any sandbox gets 503, and the others' tunnels keep working.
+TEST_F(EgressProxyTest, LimitsConnectionsOfAllSandboxesTogether) {
+  EgressProxy::Options options;
+  options.max_connections_per_sandbox = 3;
+  options.max_connections = 4;
+  StartProxy(options);
+  uint16_t port = Serve(MakePolicy(NetworkProfile::kDependencyEgress, {EchoHosts()}));
+  SandboxId other("sb-other");
+  absl::StatusOr<uint16_t> other_port = proxy_->AddSandboxTcp(
+      other, MakePolicy(NetworkProfile::kDependencyEgress, {EchoHosts()}), "127.0.0.1:0");
+  ASSERT_TRUE(other_port.ok());
+  std::vector<UniqueFd> fds(4);
+  for (size_t i = 0; i < fds.size(); ++i) {
+    std::string head = Connect(i < 2 ? port : *other_port, EchoHosts(), &fds[i]);
+    ASSERT_TRUE(head.starts_with("HTTP/1.1 200")) << head;
+  }
+  std::string refused = Connect(port, EchoHosts());
+  EXPECT_TRUE(refused.starts_with("HTTP/1.1 503")) << refused;
+  EXPECT_NE(ReadUntil(ConnectTcp("127.0.0.1", *other_port)->get()).find("on this node"),
+            std::string::npos);
+  EXPECT_EQ(proxy_->Stats(id_)->refused_over_limit, 1u);
+  ASSERT_TRUE(SendAll(fds[3].get(), "still here|").ok());
+  EXPECT_EQ(ReadUntil(fds[3].get(), "|"), "still here|");
+  fds[0].Reset();  // one closes: a place is free again
+  bool admitted = false;
+  for (int i = 0; i < 100 && !admitted; ++i) {
+    admitted = Connect(*other_port, EchoHosts()).starts_with("HTTP/1.1 200");
+    if (!admitted) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(admitted);
+}
+
 TEST_F(EgressProxyTest, PolicyHotSwapKeepsTunnelsAndAppliesToNewConnections) {
   StartProxy();
   Policy allow = MakePolicy(NetworkProfile::kDependencyEgress, {EchoHosts()});
@@ -489,6 +523,47 @@ TEST_F(EgressProxyTest, KeptAliveUpstreamIsCheckedAgainAfterAPolicyUpdate) {
   EXPECT_EQ(events_.Blocked().back().rule, "deny-cidr:127.0.0.1/32");
   EXPECT_EQ(http_->connections(), 2u);
   EXPECT_EQ(http_->requests().size(), 2u);
+}
+
+// Attack: one sandbox opens CONNECTs to many names whose DNS server answers slowly (a name
+// under a domain the attacker controls, in the open profile). Expected: a second sandbox's
+// CONNECT is answered at once, not after the attacker's lookups; the attacker's own CONNECTs
+// are answered in turn (200 once their names resolve).
+TEST_F(EgressProxyTest, SlowLookupsOfOneSandboxDoNotDelayAnother) {
+  EgressProxy::Options options;
+  options.resolution = NameResolution::kSystem;
+  options.max_lookups_per_sandbox = 2;
+  options.lookup = [](const std::string& name, uint16_t, std::vector<IpAddress>* out) {
+    if (name.starts_with("slow")) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    out->push_back(*IpAddress::Parse("127.0.0.1"));
+    return 0;
+  };
+  absl::StatusOr<std::unique_ptr<EgressProxy>> proxy = EgressProxy::Start(std::move(options));
+  ASSERT_TRUE(proxy.ok()) << proxy.status();
+  proxy_ = *std::move(proxy);
+  absl::StatusOr<uint16_t> attacker = proxy_->AddSandboxTcp(
+      SandboxId("sb-attacker"), MakePolicy(NetworkProfile::kOpen, {}), "127.0.0.1:0");
+  absl::StatusOr<uint16_t> victim = proxy_->AddSandboxTcp(
+      SandboxId("sb-victim"), MakePolicy(NetworkProfile::kOpen, {}), "127.0.0.1:0");
+  ASSERT_TRUE(attacker.ok() && victim.ok());
+  std::vector<UniqueFd> flood;
+  for (int i = 0; i < 8; ++i) {
+    absl::StatusOr<UniqueFd> fd = ConnectTcp("127.0.0.1", *attacker);
+    ASSERT_TRUE(fd.ok());
+    std::string target = fmt::format("slow{}.test:{}", i, echo_->port());
+    ASSERT_TRUE(
+        SendAll(fd->get(), fmt::format("CONNECT {0} HTTP/1.1\r\nHost: {0}\r\n\r\n", target)).ok());
+    flood.push_back(*std::move(fd));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the flood's lookups run
+  auto t0 = std::chrono::steady_clock::now();
+  std::string head = Connect(*victim, fmt::format("fast.test:{}", echo_->port()));
+  EXPECT_TRUE(head.starts_with("HTTP/1.1 200")) << head;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(1000));
+  for (UniqueFd& fd : flood) {
+    std::string answer = ReadUntil(fd.get(), "\r\n\r\n");
+    EXPECT_TRUE(answer.starts_with("HTTP/1.1 200")) << answer;
+  }
 }
 
 TEST_F(EgressProxyTest, ServesAUnixSocketAndRemovesIt) {

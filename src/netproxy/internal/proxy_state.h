@@ -16,6 +16,7 @@
 #include "boost/asio/strand.hpp"
 #include "common/ids.h"
 #include "netproxy/egress_proxy.h"
+#include "netproxy/internal/lookups.h"
 #include "netproxy/policy.h"
 
 namespace airlock::netproxy::internal {
@@ -35,6 +36,9 @@ struct ProxyConfig {
   std::map<std::string, std::vector<IpAddress>> hosts;  // normalized names
   // The node's own addresses (internally synchronized; a pointer so that the config can move).
   std::shared_ptr<LocalAddresses> local_addresses = std::make_shared<LocalAddresses>();
+  std::shared_ptr<Lookups> lookups;  // made by EgressProxy::Start from the options
+  size_t max_connections = 0;        // all sandboxes together (resolved from the options)
+  std::shared_ptr<std::atomic<uint64_t>> active_total = std::make_shared<std::atomic<uint64_t>>(0);
 };
 
 // One served sandbox. Counters are updated by its connections on any I/O thread.

@@ -1,6 +1,7 @@
 #include "netproxy/internal/session.h"
 
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 
@@ -11,6 +12,7 @@
 
 #include "boost/asio/co_spawn.hpp"
 #include "boost/asio/detached.hpp"
+#include "boost/asio/post.hpp"
 #include "boost/asio/redirect_error.hpp"
 #include "boost/asio/use_awaitable.hpp"
 #include "boost/asio/write.hpp"
@@ -39,14 +41,6 @@ std::string_view View(beast::string_view s) { return {s.data(), s.size()}; }
 constexpr uint64_t kNoBodyLimit = std::numeric_limits<uint64_t>::max();
 constexpr uint64_t kUntilEof = std::numeric_limits<uint64_t>::max();
 constexpr size_t kMaxEventHost = 255;
-
-IpAddress FromAsio(const asio::ip::address& a) {
-  if (a.is_v4()) return IpAddress::V4(a.to_v4().to_uint());
-  asio::ip::address_v6::bytes_type b = a.to_v6().to_bytes();
-  std::array<uint8_t, 16> bytes;
-  std::copy(b.begin(), b.end(), bytes.begin());
-  return IpAddress::V6(bytes);
-}
 
 asio::ip::address ToAsio(const IpAddress& a) {
   if (a.is_v4()) return asio::ip::address_v4(a.v4());
@@ -127,10 +121,12 @@ Session::Session(std::shared_ptr<SandboxState> sandbox, ClientSocket client)
       client_buffer_(std::max(config_.options.max_header_bytes, config_.options.buffer_bytes)),
       upstream_buffer_(std::max(config_.options.max_header_bytes, config_.options.buffer_bytes)) {
   sandbox_->active.fetch_add(1, std::memory_order_relaxed);
+  config_.active_total->fetch_add(1, std::memory_order_relaxed);
 }
 
 Session::~Session() {
   sandbox_->active.fetch_sub(1, std::memory_order_relaxed);
+  config_.active_total->fetch_sub(1, std::memory_order_relaxed);
   {
     std::lock_guard lock(sandbox_->mu);
     sandbox_->sessions.erase(this);
@@ -170,7 +166,7 @@ void Session::Close(std::string_view reason) {
   error_code ec;
   client_.close(ec);
   if (upstream_) upstream_->close(ec);
-  if (resolver_) resolver_->cancel();
+  if (lookup_wake_) lookup_wake_->cancel();
   watchdog_.cancel();
   pump_done_.cancel();
 }
@@ -202,7 +198,7 @@ asio::awaitable<void> Session::Watchdog([[maybe_unused]] std::shared_ptr<Session
     if (connecting_) {
       // Give up on the upstream but keep the client to tell it why (504).
       connect_timed_out_ = true;
-      if (resolver_) resolver_->cancel();
+      if (lookup_wake_) lookup_wake_->cancel();
       if (upstream_) upstream_->close(ec);
       Touch(config_.options.header_timeout, "response-timeout");
       continue;
@@ -330,13 +326,24 @@ asio::awaitable<bool> Session::OpenUpstream(const Policy& policy, const HostName
   } else if (auto it = config_.hosts.find(host.name); it != config_.hosts.end()) {
     addresses = it->second;
   } else if (config_.options.resolution == NameResolution::kSystem) {
-    resolver_.emplace(strand_);
-    std::string service = std::to_string(port);
-    auto results = co_await resolver_->async_resolve(host.name, service, Ec(ec));
-    if (!ec) {
-      for (const auto& entry : results) addresses.push_back(FromAsio(entry.endpoint().address()));
+    // On a lookup thread (internal/lookups.h); its end, or the watchdog, wakes us.
+    lookup_error_.clear();
+    auto wake =
+        std::make_shared<asio::steady_timer>(strand_, asio::steady_timer::time_point::max());
+    lookup_wake_ = wake;
+    std::shared_ptr<Lookups::Call> call = config_.lookups->Start(
+        sandbox_.get(), host.name, port,
+        [wake, strand = strand_] { asio::post(strand, [wake] { wake->cancel(); }); });
+    co_await wake->async_wait(Ec(ec));
+    lookup_wake_.reset();
+    std::lock_guard lock(call->mu);
+    if (!call->done) {
+      call->abandoned = true;
+    } else if (call->error != 0) {
+      lookup_error_ = ::gai_strerror(call->error);
+    } else {
+      addresses = call->addresses;
     }
-    resolver_.reset();
   }
   if (connect_timed_out_) {
     std::string text = fmt::format("resolving {} timed out", host.name);
@@ -344,8 +351,9 @@ asio::awaitable<bool> Session::OpenUpstream(const Policy& policy, const HostName
     co_return false;
   }
   if (addresses.empty()) {
-    std::string text = fmt::format("cannot resolve {}{}", host.name,
-                                   ec ? fmt::format(": {}", ec.message()) : std::string());
+    std::string text =
+        fmt::format("cannot resolve {}{}", host.name,
+                    lookup_error_.empty() ? std::string() : fmt::format(": {}", lookup_error_));
     co_await Respond(502, "resolve-failed", text);
     co_return false;
   }

@@ -91,7 +91,8 @@ class Session : public std::enable_shared_from_this<Session> {
   Strand strand_;
   ClientSocket client_;
   std::optional<UpstreamSocket> upstream_;
-  std::optional<asio::ip::tcp::resolver> resolver_;
+  std::shared_ptr<asio::steady_timer> lookup_wake_;  // while a name lookup runs
+  std::string lookup_error_;                         // of the last lookup that failed
   asio::steady_timer watchdog_;
   asio::steady_timer pump_done_;
   beast::flat_buffer client_buffer_;
