@@ -151,6 +151,16 @@ TEST_P(EscapeTest, LimitsOfAirlockInitCannotBeChanged) {
   EXPECT_EQ(Probe("setrlimit-self"), "setrlimit-self: ok");
 }
 
+TEST_P(EscapeTest, InotifyInstancesAreBoundedPerSandbox) {
+  // Attack: open inotify instances until the kernel refuses. They are charged to the owner of
+  // the sandbox's user namespace, root on the host, whose 128 instances the host's own services
+  // share. Expected: the sandbox stops at its own limit of 16 (EMFILE), and it may make no user
+  // namespace of its own.
+  EXPECT_EQ(Probe("inotify-flood"), "16 instances\ninotify-flood: errno24");
+  CommandResult r = RunOnce(TestSpec(), {"cat", "/proc/sys/user/max_user_namespaces"});
+  EXPECT_EQ(r.stdout_preview, "0\n");
+}
+
 TEST_P(EscapeTest, NoCapabilitiesAtAll) {
   EXPECT_EQ(Probe("caps"),
             "CapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\n"

@@ -369,7 +369,12 @@ int main(int argc, char** argv) {
   else if (a == "caps") err = Caps();
   else if (a == "setuid-root") err = Result(setuid(0));
   else if (a == "setid-files") err = SetIdFiles(arg);
-  else if (a == "prlimit-init") {
+  else if (a == "inotify-flood") {
+    int n = 0;
+    while (syscall(SYS_inotify_init1, 0) >= 0) ++n;
+    err = errno;
+    printf("%d instances\n", n);
+  } else if (a == "prlimit-init") {
     struct rlimit none = {0, 0};
     err = Result(prlimit(1, RLIMIT_NOFILE, &none, nullptr));
   } else if (a == "setrlimit-self") {

@@ -13,6 +13,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cstring>
+#include <utility>
+
 #include "engine/internal/plan.h"
 #include "init/protocol.h"
 
@@ -62,11 +65,38 @@ const char* ToString(Step step) {
       return "set rlimits";
     case Step::kSeccomp:
       return "install seccomp filters";
+    case Step::kUserLimits:
+      return "limits of the user namespace";
   }
   return "unknown step";
 }
 
 namespace {
+
+// The kernel charges inotify instances and watches, and namespaces, to every user namespace up
+// to the host's, where ours belongs to the engine's user (root): all sandboxes and the host's
+// root services share root's 128 inotify instances. Our own namespace's limits (which we may set
+// while we hold its capabilities) bound what this sandbox can take of them, and it may create no
+// user namespace (seccomp refuses that too). Mount namespaces stay: open_tree makes one.
+int SetUserNamespaceLimits() {
+  static constexpr std::pair<const char*, const char*> kLimits[] = {
+      {"/proc/sys/user/max_inotify_instances", "16"},
+      {"/proc/sys/user/max_inotify_watches", "16384"},
+      {"/proc/sys/user/max_user_namespaces", "0"},
+  };
+  for (auto [path, value] : kLimits) {
+    int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) {
+      if (errno == ENOENT) continue;  // a kernel without that limit
+      return errno;
+    }
+    size_t len = std::strlen(value);
+    int err = ::write(fd, value, len) == static_cast<ssize_t>(len) ? 0 : errno;
+    ::close(fd);
+    if (err != 0) return err;
+  }
+  return 0;
+}
 
 [[noreturn]] void Die(const SetupPlan& plan, Step step, int op, int err) {
   ChildError e{static_cast<int32_t>(step), op, err};
@@ -121,6 +151,8 @@ void Contain(SetupPlan* plan) {
   Check(p, Step::kDeathSignal, Errno(::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)));
   struct pollfd engine_alive = {p.sync_fd, POLLRDHUP, 0};
   if (::poll(&engine_alive, 1, 0) != 0) Die(p, Step::kDeathSignal, -1, ESRCH);
+
+  Check(p, Step::kUserLimits, SetUserNamespaceLimits());
 
   err = RunMountOps(plan, root_fd, scratch_fd, &op);
   Check(p, Step::kMount, err, op);

@@ -40,6 +40,7 @@ enum class Step : int32_t {
   kWorkerStdio,
   kRlimits,
   kSeccomp,
+  kUserLimits,
 };
 const char* ToString(Step step);
 
