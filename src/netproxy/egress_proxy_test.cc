@@ -566,6 +566,36 @@ TEST_F(EgressProxyTest, SlowLookupsOfOneSandboxDoNotDelayAnother) {
   }
 }
 
+// Attack: framing that the proxy and the upstream could read differently (request smuggling):
+// a Transfer-Encoding that is not chunked, a repeated Content-Length. Expected: the first is
+// refused (400) without reaching the origin; the second reaches it as one Content-Length.
+TEST_F(EgressProxyTest, AmbiguousFramingIsRefusedOrMadeSingle) {
+  StartProxy();
+  uint16_t port = Serve(MakePolicy(NetworkProfile::kDependencyEgress, {OriginHosts()}));
+  std::string url = fmt::format("http://origin.test:{}/headers", http_->port());
+  absl::StatusOr<UniqueFd> fd = ConnectTcp("127.0.0.1", port);
+  ASSERT_TRUE(fd.ok());
+  ASSERT_TRUE(SendAll(fd->get(), fmt::format("POST {} HTTP/1.1\r\nHost: o\r\n"
+                                             "Transfer-Encoding: gzip\r\n\r\n",
+                                             url))
+                  .ok());
+  std::string answer = ReadUntil(fd->get(), "\r\n\r\n");
+  EXPECT_TRUE(answer.starts_with("HTTP/1.1 400")) << answer;
+  EXPECT_EQ(http_->connections(), 0u);
+
+  fd = ConnectTcp("127.0.0.1", port);
+  ASSERT_TRUE(fd.ok());
+  ASSERT_TRUE(SendAll(fd->get(), fmt::format("POST {} HTTP/1.1\r\nHost: o\r\n"
+                                             "Content-Length: 3, 3\r\n\r\nabc",
+                                             url))
+                  .ok());
+  answer = ReadUntil(fd->get(), "\r\n\r\n");
+  EXPECT_TRUE(answer.starts_with("HTTP/1.1 200")) << answer;
+  std::string seen = http_->last_head();
+  EXPECT_NE(seen.find("Content-Length: 3\r\n"), std::string::npos) << seen;
+  EXPECT_EQ(seen.find("3, 3"), std::string::npos) << seen;
+}
+
 TEST_F(EgressProxyTest, ServesAUnixSocketAndRemovesIt) {
   StartProxy();
   std::string dir = fmt::format("/tmp/airlock-netproxy-test-{}", RandomHex(4));

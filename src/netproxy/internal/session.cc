@@ -16,6 +16,7 @@
 #include "boost/asio/redirect_error.hpp"
 #include "boost/asio/use_awaitable.hpp"
 #include "boost/asio/write.hpp"
+#include "boost/beast/core/string.hpp"
 #include "boost/beast/http/read.hpp"
 #include "boost/beast/http/rfc7230.hpp"
 #include "boost/beast/http/serializer.hpp"
@@ -649,6 +650,16 @@ asio::awaitable<bool> Session::HandleHttp(http::request_parser<http::empty_body>
     std::string text = fmt::format("bad host in {}", View(req.target()));
     co_await Respond(400, "bad-request", text);
     co_return false;
+  }
+  // One framing, the same for the upstream as for us: a Transfer-Encoding other than exactly
+  // "chunked" (which the proxy re-frames) is refused, and a Content-Length goes on as one value.
+  if (auto te = req.find(http::field::transfer_encoding); te != req.end()) {
+    if (!beast::iequals(te->value(), "chunked")) {
+      co_await Respond(400, "bad-request", "only Transfer-Encoding: chunked is proxied");
+      co_return false;
+    }
+  } else if (auto length = parser.content_length()) {
+    req.content_length(*length);
   }
   uint16_t port = hp->port.value_or(80);
   std::shared_ptr<const Policy> policy = sandbox_->policy();
