@@ -596,6 +596,34 @@ TEST_F(EgressProxyTest, AmbiguousFramingIsRefusedOrMadeSingle) {
   EXPECT_EQ(seen.find("3, 3"), std::string::npos) << seen;
 }
 
+// The proxy goes away while a name lookup runs: nothing of the session may be touched after
+// (ASan would report it), and the destructor does not wait for the lookup.
+TEST_F(EgressProxyTest, StopsWhileALookupRuns) {
+  EgressProxy::Options options;
+  options.resolution = NameResolution::kSystem;
+  options.lookup = [](const std::string&, uint16_t, std::vector<IpAddress>* out) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    out->push_back(*IpAddress::Parse("127.0.0.1"));
+    return 0;
+  };
+  absl::StatusOr<std::unique_ptr<EgressProxy>> proxy = EgressProxy::Start(std::move(options));
+  ASSERT_TRUE(proxy.ok()) << proxy.status();
+  absl::StatusOr<uint16_t> port =
+      (*proxy)->AddSandboxTcp(id_, MakePolicy(NetworkProfile::kOpen, {}), "127.0.0.1:0");
+  ASSERT_TRUE(port.ok());
+  absl::StatusOr<UniqueFd> fd = ConnectTcp("127.0.0.1", *port);
+  ASSERT_TRUE(fd.ok());
+  ASSERT_TRUE(
+      SendAll(fd->get(), fmt::format("CONNECT slow.test:{0} HTTP/1.1\r\n\r\n", echo_->port()))
+          .ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto t0 = std::chrono::steady_clock::now();
+  proxy->reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(300));
+  EXPECT_EQ(ReadUntil(fd->get()), "");  // closed without an answer
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+}
+
 TEST_F(EgressProxyTest, ServesAUnixSocketAndRemovesIt) {
   StartProxy();
   std::string dir = fmt::format("/tmp/airlock-netproxy-test-{}", RandomHex(4));

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include <cstring>
+#include <system_error>
 #include <thread>
 
 namespace airlock::netproxy::internal {
@@ -40,6 +41,7 @@ Lookups::~Lookups() { Stop(); }
 void Lookups::Stop() {
   std::scoped_lock lock(state_->mu, state_->done_mu);
   state_->stopping = true;
+  state_->callbacks.clear();
   state_->cv.notify_all();
 }
 
@@ -47,16 +49,22 @@ std::shared_ptr<Lookups::Call> Lookups::Start(const void* sandbox, std::string n
                                               std::function<void()> on_done) {
   auto call = std::make_shared<Call>();
   State& s = *state_;
-  std::lock_guard lock(s.mu);
+  std::scoped_lock lock(s.mu, s.done_mu);
+  if (s.stopping) return call;  // never done
+  s.callbacks.emplace(call.get(), std::move(on_done));
   Queue& q = s.queues[sandbox];
   if (q.waiting.empty()) s.turn.push_back(sandbox);
-  q.waiting.push_back(Job{call, std::move(name), port, std::move(on_done)});
+  q.waiting.push_back(Job{call, std::move(name), port});
   ++s.waiting;
   // A thread for every job not taken yet, up to the limit (a job held back by its sandbox's
-  // limit may leave one idle until the next).
+  // limit may leave one idle until the next). Without a new thread (EAGAIN: a pids limit) the
+  // job waits for a running one.
   if (s.threads - s.busy < s.waiting && s.threads < s.max_threads) {
-    ++s.threads;
-    std::thread([state = state_] { Work(state); }).detach();
+    try {
+      std::thread([state = state_] { Work(state); }).detach();
+      ++s.threads;
+    } catch (const std::system_error&) {
+    }
   }
   s.cv.notify_all();
   return call;
@@ -97,8 +105,14 @@ void Lookups::Work(const std::shared_ptr<State>& state) {
       job.call->done = true;
     }
     {
+      // The callback holds the caller's objects: it runs and is destroyed under done_mu, so
+      // that Stop() can tell when none is in use.
       std::lock_guard done_lock(s.done_mu);
-      if (!s.stopping && job.on_done) job.on_done();
+      auto it = s.callbacks.find(job.call.get());
+      if (it != s.callbacks.end()) {
+        if (it->second) it->second();
+        s.callbacks.erase(it);
+      }
     }
     job = Job();
     lock.lock();

@@ -43,8 +43,8 @@ class Lookups {
   // Stop() and return at once: lookups in progress end on their threads when getaddrinfo does.
   ~Lookups();
 
-  // From now on no `on_done` runs (and none is running when this returns): call it before
-  // whatever the callbacks use goes away.
+  // From now on no `on_done` runs, and every one not run yet is destroyed (none runs or is
+  // destroyed after this returns): call it before whatever the callbacks hold goes away.
   void Stop();
   Lookups(const Lookups&) = delete;
   Lookups& operator=(const Lookups&) = delete;
@@ -59,7 +59,6 @@ class Lookups {
     std::shared_ptr<Call> call;
     std::string name;
     uint16_t port = 0;
-    std::function<void()> on_done;
   };
   struct Queue {
     std::deque<Job> waiting;
@@ -72,13 +71,14 @@ class Lookups {
     const LookupFunction lookup;
     std::mutex mu;
     std::condition_variable cv;
-    bool stopping = false;                // guarded by mu and by done_mu
-    std::mutex done_mu;                   // held while an on_done runs
-    size_t threads = 0;                   // guarded by mu
-    size_t busy = 0;                      // guarded by mu
-    size_t waiting = 0;                   // guarded by mu: jobs not taken yet
-    std::map<const void*, Queue> queues;  // guarded by mu
-    std::deque<const void*> turn;         // guarded by mu: sandboxes with waiting jobs
+    bool stopping = false;  // guarded by mu and by done_mu
+    std::mutex done_mu;     // held while an on_done runs or is destroyed
+    std::map<const Call*, std::function<void()>> callbacks;  // guarded by done_mu
+    size_t threads = 0;                                      // guarded by mu
+    size_t busy = 0;                                         // guarded by mu
+    size_t waiting = 0;                                      // guarded by mu: jobs not taken yet
+    std::map<const void*, Queue> queues;                     // guarded by mu
+    std::deque<const void*> turn;  // guarded by mu: sandboxes with waiting jobs
   };
   static void Work(const std::shared_ptr<State>& state);
   // The next job whose sandbox is under its limit, in turn order; false when there is none.

@@ -119,6 +119,28 @@ TEST(LookupsTest, NoCallbackRunsAfterStop) {
   EXPECT_EQ(callbacks, 0);
 }
 
+// The callbacks hold the caller's objects (a session's strand and timer, which need the proxy's
+// io_context): when Stop() returns, none may be left to run or be destroyed later, whether its
+// lookup is running or still waiting.
+TEST(LookupsTest, StopDestroysEveryPendingCallback) {
+  FakeDns dns;
+  dns.slow = milliseconds(400);
+  std::weak_ptr<int> held_weak;
+  Lookups lookups(1, 4, [&](auto&&... a) { return dns.Lookup(a...); });
+  int key = 0;
+  {
+    auto held = std::make_shared<int>(1);
+    held_weak = held;
+    lookups.Start(&key, "slow-running.test", 443, [held] {});
+    lookups.Start(&key, "slow-waiting.test", 443, [held] {});
+  }
+  std::this_thread::sleep_for(milliseconds(50));
+  ASSERT_FALSE(held_weak.expired());
+  lookups.Stop();
+  EXPECT_TRUE(held_weak.expired());
+  std::this_thread::sleep_for(milliseconds(500));  // the running lookup ends on its own
+}
+
 TEST(LookupsTest, SystemLookupResolvesLocalhost) {
   std::vector<IpAddress> out;
   ASSERT_EQ(SystemLookup("localhost", 80, &out), 0);
