@@ -200,6 +200,7 @@ absl::Status NativeSandbox::Launch(Setup& setup) {
   internal::SetupPlan& plan = setup.plan;
   plan.control_fd = control_child.get();
   plan.sync_fd = sync_r.get();
+  plan.sync_peer_fd = sync_w.get();
   plan.error_fd = error_w.get();
 
   int pidfd = -1;

@@ -581,6 +581,14 @@ TEST_F(EgressProxyTest, AmbiguousFramingIsRefusedOrMadeSingle) {
                   .ok());
   std::string answer = ReadUntil(fd->get(), "\r\n\r\n");
   EXPECT_TRUE(answer.starts_with("HTTP/1.1 400")) << answer;
+  fd = ConnectTcp("127.0.0.1", port);
+  ASSERT_TRUE(fd.ok());
+  ASSERT_TRUE(SendAll(fd->get(), fmt::format("POST {} HTTP/1.0\r\nHost: o\r\n"
+                                             "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+                                             url))
+                  .ok());
+  answer = ReadUntil(fd->get(), "\r\n\r\n");
+  EXPECT_TRUE(answer.starts_with("HTTP/1.1 400")) << answer;
   EXPECT_EQ(http_->connections(), 0u);
 
   fd = ConnectTcp("127.0.0.1", port);

@@ -87,7 +87,9 @@ int SetUserNamespaceLimits() {
   for (auto [path, value] : kLimits) {
     int fd = ::open(path, O_WRONLY | O_CLOEXEC);
     if (fd < 0) {
-      if (errno == ENOENT) continue;  // a kernel without that limit
+      // ENOENT: a kernel without that limit. EROFS: the engine runs in a container whose
+      // /proc/sys is read-only; the host's limits then stay the only ones.
+      if (errno == ENOENT || errno == EROFS) continue;
       return errno;
     }
     size_t len = std::strlen(value);
@@ -122,6 +124,8 @@ void Contain(SetupPlan* plan) {
   }
 
   // The parent writes our uid/gid maps, then says go.
+  // Only the engine may hold the other end of the sync socket: its death then reads as a hangup.
+  if (p.sync_peer_fd >= 0) ::close(p.sync_peer_fd);
   char go;
   if (::read(p.sync_fd, &go, 1) != 1) Die(p, Step::kWaitParent, -1, errno ? errno : EPIPE);
 

@@ -108,6 +108,7 @@ struct SetupPlan {
   std::string init_path;
   int control_fd = -1;
   int sync_fd = -1;   // the parent writes one byte once the uid/gid maps are written
+  int sync_peer_fd = -1;  // the parent's end, when the child inherited it (closed at once)
   int error_fd = -1;  // close-on-exec: EOF means the exec of init succeeded
 };
 

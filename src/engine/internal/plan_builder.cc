@@ -195,20 +195,23 @@ absl::Status BindHostSource(Builder& b, int source_fd, const std::string& source
   UniqueFd mnt(static_cast<int>(::open_tree(
       source_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE)));
   if (!mnt) return ErrnoStatus(errno, fmt::format("open_tree {}", source));
+  // The attributes on every mount of the tree (nosuid and nodev hold below the top too), then
+  // the id mapping on the top mount.
   struct mount_attr a = {};
   a.attr_set = attr;
   a.propagation = MS_PRIVATE;
-  unsigned flags = AT_EMPTY_PATH | AT_RECURSIVE;
-  if (userns) {
-    a.attr_set |= MOUNT_ATTR_IDMAP;
-    a.userns_fd = static_cast<uint64_t>(userns.get());
-    flags = AT_EMPTY_PATH;
+  if (::mount_setattr(mnt.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof(a)) != 0) {
+    return ErrnoStatus(errno, fmt::format("mount attributes of {}", source));
   }
-  if (::mount_setattr(mnt.get(), "", flags, &a, sizeof(a)) != 0) {
-    return ErrnoStatus(errno, userns ? fmt::format("idmapped mount of {} (the file system must "
-                                                   "support idmapped mounts)",
-                                                   source)
-                                     : fmt::format("mount attributes of {}", source));
+  if (userns) {
+    struct mount_attr idmap = {};
+    idmap.attr_set = MOUNT_ATTR_IDMAP;
+    idmap.userns_fd = static_cast<uint64_t>(userns.get());
+    if (::mount_setattr(mnt.get(), "", AT_EMPTY_PATH, &idmap, sizeof(idmap)) != 0) {
+      return ErrnoStatus(errno, fmt::format("idmapped mount of {} (the file system must support "
+                                            "idmapped mounts)",
+                                            source));
+    }
   }
   MountOp& op = b.Add(Kind::kBindFd, target);
   op.fd = mnt.get();

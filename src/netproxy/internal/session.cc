@@ -654,8 +654,10 @@ asio::awaitable<bool> Session::HandleHttp(http::request_parser<http::empty_body>
   // One framing, the same for the upstream as for us: a Transfer-Encoding other than exactly
   // "chunked" (which the proxy re-frames) is refused, and a Content-Length goes on as one value.
   if (auto te = req.find(http::field::transfer_encoding); te != req.end()) {
-    if (!beast::iequals(te->value(), "chunked")) {
-      co_await Respond(400, "bad-request", "only Transfer-Encoding: chunked is proxied");
+    // HTTP/1.0 has no chunked framing (RFC 9112 6.1: treat it as faulty).
+    if (!beast::iequals(te->value(), "chunked") || req.version() < 11) {
+      co_await Respond(400, "bad-request",
+                       "only Transfer-Encoding: chunked, in HTTP/1.1, is proxied");
       co_return false;
     }
   } else if (auto length = parser.content_length()) {
