@@ -227,6 +227,13 @@ TEST_P(EscapeTest, PlantedSymlinkCannotRedirectALaterMount) {
   sandbox = TryCreate(ro);
   ASSERT_FALSE(sandbox.ok()) << "/run was mounted through ..";
   EXPECT_THAT(std::string(sandbox.status().message()), ::testing::HasSubstr("/run"));
+  // The same for a root file system named through the planted link.
+  spec::SandboxSpec rooted = TestSpec();
+  rooted.rootfs = ws + "/cache";
+  sandbox = TryCreate(rooted);
+  ASSERT_FALSE(sandbox.ok()) << "a rootfs followed the planted symlink";
+  EXPECT_THAT(std::string(sandbox.status().message()),
+              ::testing::HasSubstr("a component is a symbolic link"));
   EXPECT_EQ(*ReadFile(victim + "/secret.conf"), "original");
   ASSERT_TRUE(RemoveTree(ws).ok());
   ASSERT_TRUE(RemoveTree(victim).ok());

@@ -253,41 +253,77 @@ absl::Status AddReadOnlyHostBind(Builder& b, const std::string& source, const st
   return BindHostSource(b, fd.get(), source, target, kReadOnly, UniqueFd());
 }
 
-absl::Status AddRootFileSystem(Builder& b) {
-  const std::string& root = b.in.rootfs;
-  std::vector<std::string> entries;
-  if (root.empty()) {
-    for (const char* e : kHostRootEntries) entries.emplace_back(e);
-  } else {
-    DIR* d = ::opendir(root.c_str());
-    if (d == nullptr) return ErrnoStatus(errno, fmt::format("open rootfs {}", root));
-    while (struct dirent* e = ::readdir(d)) {
-      std::string n(e->d_name);
-      if (n == "." || n == "..") continue;
-      bool reserved = false;
-      for (const char* r : kReservedRootEntries) reserved |= n == r;
-      if (!reserved) entries.push_back(n);
-    }
-    ::closedir(d);
+// The entries of a spec's root file system directory, opened beneath the one descriptor of it
+// (OpenHostSource: no symlink on its path), each without following a symlink: a rootfs that
+// another sandbox can write to cannot lead a bind to the host.
+absl::Status AddSpecRootEntries(Builder& b, const std::string& root) {
+  struct stat st;
+  ASSIGN_OR_RETURN(UniqueFd root_fd, OpenHostSource(root, &st), "rootfs");
+  if (!S_ISDIR(st.st_mode)) return InvalidArgument(fmt::format("rootfs {}: not a directory", root));
+  int list_fd = ::openat(root_fd.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR* d = list_fd < 0 ? nullptr : ::fdopendir(list_fd);
+  if (d == nullptr) {
+    if (list_fd >= 0) ::close(list_fd);
+    return ErrnoStatus(errno, fmt::format("open rootfs {}", root));
   }
+  std::vector<std::string> entries;
+  while (struct dirent* e = ::readdir(d)) {
+    std::string n(e->d_name);
+    if (n == "." || n == "..") continue;
+    bool reserved = false;
+    for (const char* r : kReservedRootEntries) reserved |= n == r;
+    if (!reserved) entries.push_back(n);
+  }
+  ::closedir(d);
   for (const std::string& e : entries) {
-    std::string source = root + "/" + e;
-    struct stat st;
-    if (::lstat(source.c_str(), &st) != 0) {
+    std::string shown = root + "/" + e;
+    UniqueFd fd(::openat(root_fd.get(), e.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+    if (!fd) {
       if (errno == ENOENT) continue;
-      return ErrnoStatus(errno, fmt::format("stat {}", source));
+      return ErrnoStatus(errno, fmt::format("open {}", shown));
     }
+    if (::fstat(fd.get(), &st) != 0) return ErrnoStatus(errno, fmt::format("stat {}", shown));
     if (S_ISLNK(st.st_mode)) {
       char link[4096];
-      ssize_t n = ::readlink(source.c_str(), link, sizeof(link) - 1);
-      if (n < 0) return ErrnoStatus(errno, fmt::format("readlink {}", source));
+      ssize_t n = ::readlinkat(fd.get(), "", link, sizeof(link) - 1);
+      if (n < 0) return ErrnoStatus(errno, fmt::format("readlink {}", shown));
       b.Symlink("/" + e, std::string(link, static_cast<size_t>(n)));
     } else if (S_ISDIR(st.st_mode)) {
       b.Mkdir("/" + e);
-      b.Bind(source, "/" + e, kReadOnly);
+      RETURN_IF_ERROR(BindHostSource(b, fd.get(), shown, "/" + e, kReadOnly, UniqueFd()));
     } else if (S_ISREG(st.st_mode)) {
       b.Add(Kind::kFile, "/" + e).mode = 0644;
-      b.Bind(source, "/" + e, kReadOnly);
+      RETURN_IF_ERROR(BindHostSource(b, fd.get(), shown, "/" + e, kReadOnly, UniqueFd()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AddRootFileSystem(Builder& b) {
+  const std::string& root = b.in.rootfs;
+  if (!root.empty()) {
+    RETURN_IF_ERROR(AddSpecRootEntries(b, root));
+  } else {
+    // The host's own /usr, /etc and the merged-/usr links: root's, not a sandbox's to change.
+    for (const char* e : kHostRootEntries) {
+      std::string source = std::string("/") + e;
+      struct stat st;
+      if (::lstat(source.c_str(), &st) != 0) {
+        if (errno == ENOENT) continue;
+        return ErrnoStatus(errno, fmt::format("stat {}", source));
+      }
+      if (S_ISLNK(st.st_mode)) {
+        char link[4096];
+        ssize_t n = ::readlink(source.c_str(), link, sizeof(link) - 1);
+        if (n < 0) return ErrnoStatus(errno, fmt::format("readlink {}", source));
+        b.Symlink("/" + std::string(e), std::string(link, static_cast<size_t>(n)));
+      } else if (S_ISDIR(st.st_mode)) {
+        b.Mkdir(source);
+        b.Bind(source, source, kReadOnly);
+      } else if (S_ISREG(st.st_mode)) {
+        b.Add(Kind::kFile, source).mode = 0644;
+        b.Bind(source, source, kReadOnly);
+      }
     }
   }
   // Our own /etc files over the root file system's, and the host's secrets masked.
