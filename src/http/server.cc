@@ -27,6 +27,7 @@
 #include "common/ids.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "common/text.h"
 #include "fmt/format.h"
 #include "http/errors.h"
 
@@ -71,13 +72,6 @@ bool SaneRequestId(std::string_view id) {
   return true;
 }
 
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 }  // namespace
 
 std::optional<std::string> PercentDecode(std::string_view s, bool plus_is_space) {
@@ -87,7 +81,7 @@ std::optional<std::string> PercentDecode(std::string_view s, bool plus_is_space)
     char c = s[i];
     if (c == '%') {
       if (i + 2 >= s.size()) return std::nullopt;
-      int hi = HexValue(s[i + 1]), lo = HexValue(s[i + 2]);
+      int hi = HexDigitValue(s[i + 1]), lo = HexDigitValue(s[i + 2]);
       if (hi < 0 || lo < 0) return std::nullopt;
       char decoded = static_cast<char>(hi * 16 + lo);
       if (decoded == '\0') return std::nullopt;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/status.h"
+#include "common/text.h"
 #include "fmt/format.h"
 
 namespace airlock::netproxy {
@@ -21,42 +22,11 @@ std::string Upper(std::string_view s) {
   return out;
 }
 
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 // A character RFC 3986 allows raw in a path segment (pchar without ';' and '%'): servers agree
 // on what these mean.
 bool IsPlainPathChar(char c) {
   if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
   return std::string_view("-._~!$&'()*+,=:@").find(c) != std::string_view::npos;
-}
-
-// Whether `s` is well-formed UTF-8: shortest forms only, no surrogates, nothing above U+10FFFF.
-// An overlong form ("%c0%ae" for '.') is how a lenient decoder is talked into a dot segment.
-bool IsStrictUtf8(std::string_view s) {
-  for (size_t i = 0; i < s.size();) {
-    auto b = static_cast<unsigned char>(s[i]);
-    size_t len = b < 0x80                 ? 1
-                 : b >= 0xc2 && b <= 0xdf ? 2
-                 : b >= 0xe0 && b <= 0xef ? 3
-                 : b >= 0xf0 && b <= 0xf4 ? 4
-                                          : 0;
-    if (len == 0 || i + len > s.size()) return false;
-    for (size_t k = 1; k < len; ++k) {
-      if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return false;
-    }
-    auto b1 = static_cast<unsigned char>(len > 1 ? s[i + 1] : 0);
-    if ((b == 0xe0 && b1 < 0xa0) || (b == 0xed && b1 > 0x9f) || (b == 0xf0 && b1 < 0x90) ||
-        (b == 0xf4 && b1 > 0x8f)) {
-      return false;
-    }
-    i += len;
-  }
-  return true;
 }
 
 // A path-restricted rule compares the request's path with its prefixes byte for byte, so the
@@ -73,11 +43,12 @@ bool IsCanonicalPath(std::string_view path) {
       decoded.push_back(c);
       continue;
     }
-    if (c != '%' || i + 2 >= path.size() || HexValue(path[i + 1]) < 0 ||
-        HexValue(path[i + 2]) < 0) {
+    if (c != '%' || i + 2 >= path.size() || HexDigitValue(path[i + 1]) < 0 ||
+        HexDigitValue(path[i + 2]) < 0) {
       return false;
     }
-    auto byte = static_cast<unsigned char>(HexValue(path[i + 1]) * 16 + HexValue(path[i + 2]));
+    auto byte =
+        static_cast<unsigned char>(HexDigitValue(path[i + 1]) * 16 + HexDigitValue(path[i + 2]));
     if (byte < 0x20 || byte == 0x7f ||
         std::string_view("./\\%;?#").find(static_cast<char>(byte)) != std::string_view::npos) {
       return false;
@@ -85,7 +56,7 @@ bool IsCanonicalPath(std::string_view path) {
     decoded.push_back(static_cast<char>(byte));
     i += 2;
   }
-  if (!IsStrictUtf8(decoded)) return false;
+  if (!IsValidUtf8(decoded)) return false;
   size_t start = 1;
   while (start <= decoded.size()) {
     size_t slash = decoded.find('/', start);

@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <utility>
 
+#include "common/text.h"
 #include "fmt/format.h"
 
 namespace airlock::cmdpolicy::internal {
@@ -31,13 +32,6 @@ bool IsSpecialParameter(char c) {
 // $'...' escapes that stand for one byte: \a \b \e \E \f \n \r \t \v.
 constexpr char kSimpleEscapes[] = "abeEfnrtv";
 constexpr char kSimpleEscapeValues[] = "\a\b\x1b\x1b\f\n\r\t\v";
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
 
 void AppendUtf8(uint32_t cp, std::string* out) {
   if (cp > 0x10FFFF) cp = 0xFFFD;
@@ -918,8 +912,8 @@ class Parser {
           const size_t max_digits = e == 'x' ? 2 : (e == 'u' ? 4 : 8);
           uint32_t value = 0;
           size_t n = 0;
-          while (n < max_digits && !AtEnd() && HexValue(Peek()) >= 0) {
-            value = value * 16 + static_cast<uint32_t>(HexValue(Peek()));
+          while (n < max_digits && !AtEnd() && HexDigitValue(Peek()) >= 0) {
+            value = value * 16 + static_cast<uint32_t>(HexDigitValue(Peek()));
             ++pos_;
             ++n;
           }

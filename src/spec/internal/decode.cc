@@ -7,6 +7,7 @@
 #include <string_view>
 #include <utility>
 
+#include "common/text.h"
 #include "fmt/format.h"
 #include "spec/internal/enum_names.h"
 #include "spec/internal/text.h"
@@ -92,7 +93,7 @@ class Decoder {
       Error(path, "must not contain NUL characters");
       return false;
     }
-    if (!IsValidUtf8(text)) {
+    if (!airlock::IsValidUtf8(text)) {
       Error(path, "must be valid UTF-8");
       return false;
     }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/text.h"
 #include "fmt/format.h"
 #include "spec/field_error.h"
 #include "spec/internal/text.h"
@@ -349,7 +350,7 @@ class YamlHandler : public YAML::EventHandler {
 
   void OnScalar(const YAML::Mark& mark, const std::string& tag, YAML::anchor_t anchor,
                 const std::string& value) override {
-    if (!IsValidUtf8(value)) Stop(mark, "invalid UTF-8");
+    if (!airlock::IsValidUtf8(value)) Stop(mark, "invalid UTF-8");
     if (dom_->ExpectsKey()) {
       Remember(mark, anchor, json(value));
       Check(dom_->Key(value), mark);

@@ -1,5 +1,5 @@
 // Small text helpers shared by the spec's readers, decoder and validation: field paths, quoting
-// of untrusted text in messages, UTF-8 checks.
+// of untrusted text in messages (UTF-8 checks are in common/text.h).
 #ifndef AIRLOCK_SPEC_INTERNAL_TEXT_H_
 #define AIRLOCK_SPEC_INTERNAL_TEXT_H_
 
@@ -21,7 +21,6 @@ std::string IndexPath(std::string_view parent, size_t index);
 std::string Quote(std::string_view text, size_t max_chars = 64);
 
 bool IsIdentifier(std::string_view text);
-bool IsValidUtf8(std::string_view text);
 
 }  // namespace airlock::spec::internal
 
