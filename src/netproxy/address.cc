@@ -146,6 +146,18 @@ std::string Cidr::ToString() const {
   return fmt::format("{}/{}", base_.ToString(), prefix_bits_);
 }
 
+std::optional<IpAddress> IpAddress::FromSockaddr(const struct sockaddr* sa) {
+  if (sa == nullptr) return std::nullopt;
+  if (sa->sa_family == AF_INET) {
+    return V4(ntohl(reinterpret_cast<const sockaddr_in*>(sa)->sin_addr.s_addr));
+  }
+  if (sa->sa_family != AF_INET6) return std::nullopt;
+  std::array<uint8_t, 16> bytes;
+  std::memcpy(bytes.data(), reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr.s6_addr,
+              bytes.size());
+  return V6(bytes);
+}
+
 bool LocalAddresses::Contains(const IpAddress& address) {
   std::lock_guard lock(mu_);
   auto now = std::chrono::steady_clock::now();
@@ -154,15 +166,8 @@ bool LocalAddresses::Contains(const IpAddress& address) {
     if (::getifaddrs(&list) != 0) return true;
     addresses_.clear();
     for (const struct ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
-      if (i->ifa_addr == nullptr) continue;
-      if (i->ifa_addr->sa_family == AF_INET) {
-        const auto* in = reinterpret_cast<const sockaddr_in*>(i->ifa_addr);
-        addresses_.push_back(IpAddress::V4(ntohl(in->sin_addr.s_addr)));
-      } else if (i->ifa_addr->sa_family == AF_INET6) {
-        const auto* in6 = reinterpret_cast<const sockaddr_in6*>(i->ifa_addr);
-        std::array<uint8_t, 16> bytes;
-        std::memcpy(bytes.data(), in6->sin6_addr.s6_addr, bytes.size());
-        addresses_.push_back(IpAddress::V6(bytes));
+      if (std::optional<IpAddress> a = IpAddress::FromSockaddr(i->ifa_addr)) {
+        addresses_.push_back(*a);
       }
     }
     ::freeifaddrs(list);

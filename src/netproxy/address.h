@@ -7,6 +7,8 @@
 #ifndef AIRLOCK_NETPROXY_ADDRESS_H_
 #define AIRLOCK_NETPROXY_ADDRESS_H_
 
+#include <sys/socket.h>
+
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -25,6 +27,9 @@ class IpAddress {
   IpAddress() = default;
   static IpAddress V4(uint32_t host_order);
   static IpAddress V6(const std::array<uint8_t, 16>& bytes);
+
+  // The address of an AF_INET or AF_INET6 socket address; nullopt for any other family.
+  static std::optional<IpAddress> FromSockaddr(const struct sockaddr* sa);
 
   // Strict text forms only: dotted-quad IPv4 ("192.0.2.1", no octal, hex or short forms) or
   // RFC 4291 IPv6 (optionally in brackets). Everything else is nullopt.

@@ -1,5 +1,8 @@
 #include "netproxy/address.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include "gtest/gtest.h"
 
 namespace airlock::netproxy {
@@ -27,6 +30,21 @@ TEST(IpAddressTest, Ipv4MappedIpv6IsTheSameAddress) {
   EXPECT_EQ(*IpAddress::Parse("::ffff:a9fe:a9fe"), *IpAddress::Parse("169.254.169.254"));
   EXPECT_TRUE(IpAddress::Parse("::ffff:10.0.0.1")->is_v4());
   EXPECT_EQ(IpAddress::Parse("::ffff:10.0.0.1")->ToString(), "10.0.0.1");
+}
+
+TEST(IpAddressTest, FromSocketAddresses) {
+  sockaddr_in in{};
+  in.sin_family = AF_INET;
+  ASSERT_EQ(inet_pton(AF_INET, "192.0.2.7", &in.sin_addr), 1);
+  EXPECT_EQ(IpAddress::FromSockaddr(reinterpret_cast<sockaddr*>(&in))->ToString(), "192.0.2.7");
+  sockaddr_in6 in6{};
+  in6.sin6_family = AF_INET6;
+  ASSERT_EQ(inet_pton(AF_INET6, "2001:db8::9", &in6.sin6_addr), 1);
+  EXPECT_EQ(IpAddress::FromSockaddr(reinterpret_cast<sockaddr*>(&in6))->ToString(), "2001:db8::9");
+  sockaddr un{};
+  un.sa_family = AF_UNIX;
+  EXPECT_FALSE(IpAddress::FromSockaddr(&un).has_value());
+  EXPECT_FALSE(IpAddress::FromSockaddr(nullptr).has_value());
 }
 
 TEST(IpAddressTest, EmbeddedV4OfTranslationPrefixes) {

@@ -1,10 +1,8 @@
 #include "netproxy/internal/lookups.h"
 
 #include <netdb.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 
-#include <cstring>
 #include <system_error>
 #include <thread>
 
@@ -18,15 +16,7 @@ int SystemLookup(const std::string& name, uint16_t port, std::vector<IpAddress>*
   int rc = ::getaddrinfo(name.c_str(), std::to_string(port).c_str(), &hints, &list);
   if (rc != 0) return rc;
   for (const struct addrinfo* a = list; a != nullptr; a = a->ai_next) {
-    if (a->ai_family == AF_INET) {
-      const auto* in = reinterpret_cast<const sockaddr_in*>(a->ai_addr);
-      out->push_back(IpAddress::V4(ntohl(in->sin_addr.s_addr)));
-    } else if (a->ai_family == AF_INET6) {
-      const auto* in6 = reinterpret_cast<const sockaddr_in6*>(a->ai_addr);
-      std::array<uint8_t, 16> bytes;
-      std::memcpy(bytes.data(), in6->sin6_addr.s6_addr, bytes.size());
-      out->push_back(IpAddress::V6(bytes));
-    }
+    if (std::optional<IpAddress> ip = IpAddress::FromSockaddr(a->ai_addr)) out->push_back(*ip);
   }
   ::freeaddrinfo(list);
   return 0;
