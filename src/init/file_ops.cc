@@ -157,14 +157,9 @@ int MakeParents(int root_fd, const std::string& rel, FileDone* done) {
       ::close(dir);
       return -1;
     }
-    int next = ::openat(dir, part.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (next < 0) {
-      // Directories made on the way are never reached through a symlink.
-      struct stat st;
-      bool link =
-          ::fstatat(dir, part.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode);
-      Fail(done, link ? ELOOP : errno, "open directory " + rel.substr(0, j));
-    }
+    // Directories made on the way are never reached through a symlink.
+    int next = OpenNoFollow(dir, part.c_str(), O_PATH | O_DIRECTORY, 0);
+    if (next < 0) Fail(done, errno, "open directory " + rel.substr(0, j));
     ::close(dir);
     dir = next;
   }
