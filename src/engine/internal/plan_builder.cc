@@ -253,35 +253,20 @@ absl::Status AddReadOnlyHostBind(Builder& b, const std::string& source, const st
   return BindHostSource(b, fd.get(), source, target, kReadOnly, UniqueFd());
 }
 
-// The entries of a spec's root file system directory, opened beneath the one descriptor of it
-// (OpenHostSource: no symlink on its path), each without following a symlink: a rootfs that
-// another sandbox can write to cannot lead a bind to the host.
-absl::Status AddSpecRootEntries(Builder& b, const std::string& root) {
-  struct stat st;
-  ASSIGN_OR_RETURN(UniqueFd root_fd, OpenHostSource(root, &st), "rootfs");
-  if (!S_ISDIR(st.st_mode)) return InvalidArgument(fmt::format("rootfs {}: not a directory", root));
-  int list_fd = ::openat(root_fd.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  DIR* d = list_fd < 0 ? nullptr : ::fdopendir(list_fd);
-  if (d == nullptr) {
-    if (list_fd >= 0) ::close(list_fd);
-    return ErrnoStatus(errno, fmt::format("open rootfs {}", root));
-  }
-  std::vector<std::string> entries;
-  while (struct dirent* e = ::readdir(d)) {
-    std::string n(e->d_name);
-    if (n == "." || n == "..") continue;
-    bool reserved = false;
-    for (const char* r : kReservedRootEntries) reserved |= n == r;
-    if (!reserved) entries.push_back(n);
-  }
-  ::closedir(d);
-  for (const std::string& e : entries) {
+// The entries `names` of the root file system at `root_fd` (shown as `root`), each opened beneath
+// it without following a symlink: a symlink is made again in the sandbox, a directory or file is
+// bound read-only from its descriptor. A rootfs that another sandbox can write to cannot lead a
+// bind to the host.
+absl::Status AddRootEntries(Builder& b, int root_fd, const std::string& root,
+                            const std::vector<std::string>& names) {
+  for (const std::string& e : names) {
     std::string shown = root + "/" + e;
-    UniqueFd fd(::openat(root_fd.get(), e.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+    UniqueFd fd(::openat(root_fd, e.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
     if (!fd) {
       if (errno == ENOENT) continue;
       return ErrnoStatus(errno, fmt::format("open {}", shown));
     }
+    struct stat st;
     if (::fstat(fd.get(), &st) != 0) return ErrnoStatus(errno, fmt::format("stat {}", shown));
     if (S_ISLNK(st.st_mode)) {
       char link[4096];
@@ -299,32 +284,42 @@ absl::Status AddSpecRootEntries(Builder& b, const std::string& root) {
   return absl::OkStatus();
 }
 
+// The names in the directory `dir_fd` but those the sandbox layout provides itself.
+absl::StatusOr<std::vector<std::string>> RootEntryNames(int dir_fd, const std::string& shown) {
+  int list_fd = ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR* d = list_fd < 0 ? nullptr : ::fdopendir(list_fd);
+  if (d == nullptr) {
+    if (list_fd >= 0) ::close(list_fd);
+    return ErrnoStatus(errno, fmt::format("open rootfs {}", shown));
+  }
+  std::vector<std::string> names;
+  while (struct dirent* e = ::readdir(d)) {
+    std::string n(e->d_name);
+    if (n == "." || n == "..") continue;
+    bool reserved = false;
+    for (const char* r : kReservedRootEntries) reserved |= n == r;
+    if (!reserved) names.push_back(n);
+  }
+  ::closedir(d);
+  return names;
+}
+
 absl::Status AddRootFileSystem(Builder& b) {
   const std::string& root = b.in.rootfs;
-  if (!root.empty()) {
-    RETURN_IF_ERROR(AddSpecRootEntries(b, root));
+  if (root.empty()) {
+    // The host's own /usr, /etc and the merged-/usr links.
+    UniqueFd host_root(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!host_root) return ErrnoStatus(errno, "open /");
+    RETURN_IF_ERROR(AddRootEntries(b, host_root.get(), "",
+                                   {std::begin(kHostRootEntries), std::end(kHostRootEntries)}));
   } else {
-    // The host's own /usr, /etc and the merged-/usr links: root's, not a sandbox's to change.
-    for (const char* e : kHostRootEntries) {
-      std::string source = std::string("/") + e;
-      struct stat st;
-      if (::lstat(source.c_str(), &st) != 0) {
-        if (errno == ENOENT) continue;
-        return ErrnoStatus(errno, fmt::format("stat {}", source));
-      }
-      if (S_ISLNK(st.st_mode)) {
-        char link[4096];
-        ssize_t n = ::readlink(source.c_str(), link, sizeof(link) - 1);
-        if (n < 0) return ErrnoStatus(errno, fmt::format("readlink {}", source));
-        b.Symlink("/" + std::string(e), std::string(link, static_cast<size_t>(n)));
-      } else if (S_ISDIR(st.st_mode)) {
-        b.Mkdir(source);
-        b.Bind(source, source, kReadOnly);
-      } else if (S_ISREG(st.st_mode)) {
-        b.Add(Kind::kFile, source).mode = 0644;
-        b.Bind(source, source, kReadOnly);
-      }
+    struct stat st;
+    ASSIGN_OR_RETURN(UniqueFd root_fd, OpenHostSource(root, &st), "rootfs");
+    if (!S_ISDIR(st.st_mode)) {
+      return InvalidArgument(fmt::format("rootfs {}: not a directory", root));
     }
+    ASSIGN_OR_RETURN(std::vector<std::string> names, RootEntryNames(root_fd.get(), root));
+    RETURN_IF_ERROR(AddRootEntries(b, root_fd.get(), root, names));
   }
   // Our own /etc files over the root file system's, and the host's secrets masked.
   for (const char* f : {"passwd", "group", "hosts", "hostname", "resolv.conf"}) {
