@@ -573,31 +573,23 @@ TEST_F(EgressProxyTest, AmbiguousFramingIsRefusedOrMadeSingle) {
   StartProxy();
   uint16_t port = Serve(MakePolicy(NetworkProfile::kDependencyEgress, {OriginHosts()}));
   std::string url = fmt::format("http://origin.test:{}/headers", http_->port());
-  absl::StatusOr<UniqueFd> fd = ConnectTcp("127.0.0.1", port);
-  ASSERT_TRUE(fd.ok());
-  ASSERT_TRUE(SendAll(fd->get(), fmt::format("POST {} HTTP/1.1\r\nHost: o\r\n"
-                                             "Transfer-Encoding: gzip\r\n\r\n",
-                                             url))
-                  .ok());
-  std::string answer = ReadUntil(fd->get(), "\r\n\r\n");
+  // Sends "POST url VERSION", `rest` (the rest of the head and the body) on a new connection and
+  // returns the head of the answer.
+  auto post = [&](const char* version, const std::string& rest) {
+    absl::StatusOr<UniqueFd> fd = ConnectTcp("127.0.0.1", port);
+    EXPECT_TRUE(fd.ok());
+    if (!fd.ok()) return std::string();
+    EXPECT_TRUE(
+        SendAll(fd->get(), fmt::format("POST {} {}\r\nHost: o\r\n{}", url, version, rest)).ok());
+    return ReadUntil(fd->get(), "\r\n\r\n");
+  };
+  std::string answer = post("HTTP/1.1", "Transfer-Encoding: gzip\r\n\r\n");
   EXPECT_TRUE(answer.starts_with("HTTP/1.1 400")) << answer;
-  fd = ConnectTcp("127.0.0.1", port);
-  ASSERT_TRUE(fd.ok());
-  ASSERT_TRUE(SendAll(fd->get(), fmt::format("POST {} HTTP/1.0\r\nHost: o\r\n"
-                                             "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
-                                             url))
-                  .ok());
-  answer = ReadUntil(fd->get(), "\r\n\r\n");
+  answer = post("HTTP/1.0", "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n");
   EXPECT_TRUE(answer.starts_with("HTTP/1.1 400")) << answer;
   EXPECT_EQ(http_->connections(), 0u);
 
-  fd = ConnectTcp("127.0.0.1", port);
-  ASSERT_TRUE(fd.ok());
-  ASSERT_TRUE(SendAll(fd->get(), fmt::format("POST {} HTTP/1.1\r\nHost: o\r\n"
-                                             "Content-Length: 3, 3\r\n\r\nabc",
-                                             url))
-                  .ok());
-  answer = ReadUntil(fd->get(), "\r\n\r\n");
+  answer = post("HTTP/1.1", "Content-Length: 3, 3\r\n\r\nabc");
   EXPECT_TRUE(answer.starts_with("HTTP/1.1 200")) << answer;
   std::string seen = http_->last_head();
   EXPECT_NE(seen.find("Content-Length: 3\r\n"), std::string::npos) << seen;
