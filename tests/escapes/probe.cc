@@ -38,23 +38,40 @@ namespace {
 
 const char* Name(int err) {
   switch (err) {
-    case 0: return "ok";
-    case EPERM: return "EPERM";
-    case ENOENT: return "ENOENT";
-    case EACCES: return "EACCES";
-    case EROFS: return "EROFS";
-    case ENOSYS: return "ENOSYS";
-    case EAFNOSUPPORT: return "EAFNOSUPPORT";
-    case EINVAL: return "EINVAL";
-    case ENXIO: return "ENXIO";
-    case EBADF: return "EBADF";
-    case ENOSPC: return "ENOSPC";
-    case EIO: return "EIO";
-    case ENOTTY: return "ENOTTY";
-    case ESRCH: return "ESRCH";
-    case EAGAIN: return "EAGAIN";
-    case ENETUNREACH: return "ENETUNREACH";
-    case ECONNREFUSED: return "ECONNREFUSED";
+    case 0:
+      return "ok";
+    case EPERM:
+      return "EPERM";
+    case ENOENT:
+      return "ENOENT";
+    case EACCES:
+      return "EACCES";
+    case EROFS:
+      return "EROFS";
+    case ENOSYS:
+      return "ENOSYS";
+    case EAFNOSUPPORT:
+      return "EAFNOSUPPORT";
+    case EINVAL:
+      return "EINVAL";
+    case ENXIO:
+      return "ENXIO";
+    case EBADF:
+      return "EBADF";
+    case ENOSPC:
+      return "ENOSPC";
+    case EIO:
+      return "EIO";
+    case ENOTTY:
+      return "ENOTTY";
+    case ESRCH:
+      return "ESRCH";
+    case EAGAIN:
+      return "EAGAIN";
+    case ENETUNREACH:
+      return "ENETUNREACH";
+    case ECONNREFUSED:
+      return "ECONNREFUSED";
     case EEXIST:
       return "EEXIST";
     default: {
@@ -230,7 +247,9 @@ int ConnectAbstract(const char* name) {
   size_t n = strlen(name);
   memcpy(a.sun_path + 1, name, n);
   int err = connect(fd, reinterpret_cast<sockaddr*>(&a),
-                    static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n)) == 0 ? 0 : errno;
+                    static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n)) == 0
+                ? 0
+                : errno;
   close(fd);
   return err;
 }
@@ -303,18 +322,30 @@ int main(int argc, char** argv) {
   std::string a = argv[1];
   const char* arg = argc > 2 ? argv[2] : "";
   int err = -1;
-  if (a == "read") err = OpenRead(arg);
-  else if (a == "write") err = CreateFile(arg);
-  else if (a == "unshare-user") err = Result(unshare(CLONE_NEWUSER));
-  else if (a == "unshare-mount") err = Result(unshare(CLONE_NEWNS));
-  else if (a == "clone-newuser") err = Result(syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0));
-  else if (a == "clone3") err = Result(syscall(SYS_clone3, nullptr, 0));
-  else if (a == "mount") err = Result(mount("tmpfs", "/sandbox/tmp", "tmpfs", 0, nullptr));
-  else if (a == "chroot") err = Result(chroot("/sandbox/tmp"));
-  else if (a == "setns") err = Result(setns(open("/proc/self/ns/net", O_RDONLY), 0));
-  else if (a == "ptrace") err = PtraceSibling();
-  else if (a == "keyctl") err = Result(syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, "x"));
-  else if (a == "add_key") err = Result(syscall(SYS_add_key, "user", "k", "v", 1, KEY_SPEC_SESSION_KEYRING));
+  if (a == "read")
+    err = OpenRead(arg);
+  else if (a == "write")
+    err = CreateFile(arg);
+  else if (a == "unshare-user")
+    err = Result(unshare(CLONE_NEWUSER));
+  else if (a == "unshare-mount")
+    err = Result(unshare(CLONE_NEWNS));
+  else if (a == "clone-newuser")
+    err = Result(syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0));
+  else if (a == "clone3")
+    err = Result(syscall(SYS_clone3, nullptr, 0));
+  else if (a == "mount")
+    err = Result(mount("tmpfs", "/sandbox/tmp", "tmpfs", 0, nullptr));
+  else if (a == "chroot")
+    err = Result(chroot("/sandbox/tmp"));
+  else if (a == "setns")
+    err = Result(setns(open("/proc/self/ns/net", O_RDONLY), 0));
+  else if (a == "ptrace")
+    err = PtraceSibling();
+  else if (a == "keyctl")
+    err = Result(syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, "x"));
+  else if (a == "add_key")
+    err = Result(syscall(SYS_add_key, "user", "k", "v", 1, KEY_SPEC_SESSION_KEYRING));
   else if (a == "bpf") {
     union bpf_attr attr;
     memset(&attr, 0, sizeof(attr));
@@ -330,27 +361,41 @@ int main(int argc, char** argv) {
     pe.type = PERF_TYPE_SOFTWARE;
     pe.config = PERF_COUNT_SW_CPU_CLOCK;
     err = Result(syscall(SYS_perf_event_open, &pe, 0, -1, -1, 0));
-  } else if (a == "userfaultfd") err = Result(syscall(SYS_userfaultfd, 0));
-  else if (a == "socket-vsock") err = Result(socket(AF_VSOCK, SOCK_STREAM, 0));
-  else if (a == "socket-packet") err = Result(socket(AF_PACKET, SOCK_RAW, 0));
-  else if (a == "socket-netlink-audit") err = Result(socket(AF_NETLINK, SOCK_RAW, 9));
-  else if (a == "socket-netlink-route") err = Result(socket(AF_NETLINK, SOCK_RAW, 0));
-  else if (a == "socket-inet") err = Result(socket(AF_INET, SOCK_STREAM, 0));
-  else if (a == "tiocsti") err = Tiocsti(TIOCSTI);
-  else if (a == "tiocsti-high-bits") err = Tiocsti(0x100000000UL | TIOCSTI);
-  else if (a == "tioclinux") err = Tiocsti(TIOCLINUX);
-  else if (a == "tcgets") err = Tiocsti(TCGETS);
-  else if (a == "personality") err = Result(syscall(SYS_personality, 0x0040000 /*ADDR_NO_RANDOMIZE*/));
+  } else if (a == "userfaultfd")
+    err = Result(syscall(SYS_userfaultfd, 0));
+  else if (a == "socket-vsock")
+    err = Result(socket(AF_VSOCK, SOCK_STREAM, 0));
+  else if (a == "socket-packet")
+    err = Result(socket(AF_PACKET, SOCK_RAW, 0));
+  else if (a == "socket-netlink-audit")
+    err = Result(socket(AF_NETLINK, SOCK_RAW, 9));
+  else if (a == "socket-netlink-route")
+    err = Result(socket(AF_NETLINK, SOCK_RAW, 0));
+  else if (a == "socket-inet")
+    err = Result(socket(AF_INET, SOCK_STREAM, 0));
+  else if (a == "tiocsti")
+    err = Tiocsti(TIOCSTI);
+  else if (a == "tiocsti-high-bits")
+    err = Tiocsti(0x100000000UL | TIOCSTI);
+  else if (a == "tioclinux")
+    err = Tiocsti(TIOCLINUX);
+  else if (a == "tcgets")
+    err = Tiocsti(TCGETS);
+  else if (a == "personality")
+    err = Result(syscall(SYS_personality, 0x0040000 /*ADDR_NO_RANDOMIZE*/));
   else if (a == "seccomp-listener") {
     err = Result(syscall(SYS_seccomp, 1 /*SET_MODE_FILTER*/, 1u << 3 /*NEW_LISTENER*/, nullptr));
-  } else if (a == "open_by_handle_at") err = Result(syscall(SYS_open_by_handle_at, AT_FDCWD, nullptr, 0));
+  } else if (a == "open_by_handle_at")
+    err = Result(syscall(SYS_open_by_handle_at, AT_FDCWD, nullptr, 0));
   else if (a == "int80") {
     // getpid through the 32-bit entry point: a foreign-architecture call, killed by the filter.
     long rc;
     asm volatile("int $0x80" : "=a"(rc) : "a"(20) : "memory");
     err = rc < 0 ? static_cast<int>(-rc) : 0;
-  } else if (a == "x32") err = Result(syscall(0x40000000 | SYS_getpid));
-  else if (a == "fds") err = OpenFds();
+  } else if (a == "x32")
+    err = Result(syscall(0x40000000 | SYS_getpid));
+  else if (a == "fds")
+    err = OpenFds();
   else if (a == "process_vm_writev")
     err = VmWriteSibling();
   else if (a == "clone-untraced")
@@ -361,14 +406,22 @@ int main(int argc, char** argv) {
     Flood(atoi(arg));
   else if (a == "routed-then-die")
     err = RoutedThenDie(atoi(arg));
-  else if (a == "connect-tcp") err = ConnectTcp(arg, argc > 3 ? atoi(argv[3]) : 80);
-  else if (a == "udp-send") err = SendUdp(arg, argc > 3 ? atoi(argv[3]) : 53);
-  else if (a == "raw-socket") err = Result(socket(AF_INET, SOCK_RAW, IPPROTO_ICMP));
-  else if (a == "ping-socket") err = Result(socket(AF_INET, SOCK_DGRAM, IPPROTO_ICMP));
-  else if (a == "abstract-connect") err = ConnectAbstract(arg);
-  else if (a == "caps") err = Caps();
-  else if (a == "setuid-root") err = Result(setuid(0));
-  else if (a == "setid-files") err = SetIdFiles(arg);
+  else if (a == "connect-tcp")
+    err = ConnectTcp(arg, argc > 3 ? atoi(argv[3]) : 80);
+  else if (a == "udp-send")
+    err = SendUdp(arg, argc > 3 ? atoi(argv[3]) : 53);
+  else if (a == "raw-socket")
+    err = Result(socket(AF_INET, SOCK_RAW, IPPROTO_ICMP));
+  else if (a == "ping-socket")
+    err = Result(socket(AF_INET, SOCK_DGRAM, IPPROTO_ICMP));
+  else if (a == "abstract-connect")
+    err = ConnectAbstract(arg);
+  else if (a == "caps")
+    err = Caps();
+  else if (a == "setuid-root")
+    err = Result(setuid(0));
+  else if (a == "setid-files")
+    err = SetIdFiles(arg);
   else if (a == "inotify-flood") {
     int n = 0;
     while (syscall(SYS_inotify_init1, 0) >= 0) ++n;
@@ -381,8 +434,8 @@ int main(int argc, char** argv) {
     struct rlimit l;
     err = Result(getrlimit(RLIMIT_NOFILE, &l));
     if (err == 0) err = Result(setrlimit(RLIMIT_NOFILE, &l));
-  }
-  else if (a == "uid-map-write") err = CreateFile("/proc/self/uid_map");
+  } else if (a == "uid-map-write")
+    err = CreateFile("/proc/self/uid_map");
   else {
     fprintf(stderr, "airlock-probe: unknown attack %s\n", a.c_str());
     return 2;

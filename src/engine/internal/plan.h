@@ -107,9 +107,9 @@ struct SetupPlan {
   // The program run as PID 1, with its control socket moved to fd 3.
   std::string init_path;
   int control_fd = -1;
-  int sync_fd = -1;   // the parent writes one byte once the uid/gid maps are written
+  int sync_fd = -1;       // the parent writes one byte once the uid/gid maps are written
   int sync_peer_fd = -1;  // the parent's end, when the child inherited it (closed at once)
-  int error_fd = -1;  // close-on-exec: EOF means the exec of init succeeded
+  int error_fd = -1;      // close-on-exec: EOF means the exec of init succeeded
 };
 
 // Mount steps, run by the child (mounts.cc). Each returns 0 or an errno value; the index of
