@@ -61,10 +61,10 @@ constexpr uint64_t kFdsKeptBack = 512;
 
 // 503 with `why` (one line) as the body, then close.
 asio::awaitable<void> RefuseOverLimit(ClientSocket socket, std::string_view why) {
+  std::string body = fmt::format("airlock egress proxy: {}\n", why);
   std::string answer = fmt::format(
-      "HTTP/1.1 503 Service Unavailable\r\nContent-Length: {}\r\nConnection: close\r\n\r\n"
-      "airlock egress proxy: {}\n",
-      why.size() + 23, why);
+      "HTTP/1.1 503 Service Unavailable\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
+      body.size(), body);
   error_code ec;
   co_await asio::async_write(socket, asio::buffer(answer),
                              asio::redirect_error(asio::use_awaitable, ec));

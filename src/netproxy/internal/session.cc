@@ -321,6 +321,7 @@ asio::awaitable<bool> Session::OpenUpstream(const Policy& policy, const HostName
     ~Done() { flag = false; }
   } done{connecting_};
   std::vector<IpAddress> addresses;
+  std::string lookup_error;  // getaddrinfo's, when it failed
   error_code ec;
   if (host.ip) {
     addresses.push_back(*host.ip);
@@ -328,7 +329,6 @@ asio::awaitable<bool> Session::OpenUpstream(const Policy& policy, const HostName
     addresses = it->second;
   } else if (config_.options.resolution == NameResolution::kSystem) {
     // On a lookup thread (internal/lookups.h); its end, or the watchdog, wakes us.
-    lookup_error_.clear();
     auto wake =
         std::make_shared<asio::steady_timer>(strand_, asio::steady_timer::time_point::max());
     lookup_wake_ = wake;
@@ -341,7 +341,7 @@ asio::awaitable<bool> Session::OpenUpstream(const Policy& policy, const HostName
     if (!call->done) {
       call->abandoned = true;
     } else if (call->error != 0) {
-      lookup_error_ = ::gai_strerror(call->error);
+      lookup_error = ::gai_strerror(call->error);
     } else {
       addresses = call->addresses;
     }
@@ -354,7 +354,7 @@ asio::awaitable<bool> Session::OpenUpstream(const Policy& policy, const HostName
   if (addresses.empty()) {
     std::string text =
         fmt::format("cannot resolve {}{}", host.name,
-                    lookup_error_.empty() ? std::string() : fmt::format(": {}", lookup_error_));
+                    lookup_error.empty() ? std::string() : fmt::format(": {}", lookup_error));
     co_await Respond(502, "resolve-failed", text);
     co_return false;
   }

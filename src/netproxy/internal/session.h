@@ -92,7 +92,6 @@ class Session : public std::enable_shared_from_this<Session> {
   ClientSocket client_;
   std::optional<UpstreamSocket> upstream_;
   std::shared_ptr<asio::steady_timer> lookup_wake_;  // while a name lookup runs
-  std::string lookup_error_;                         // of the last lookup that failed
   asio::steady_timer watchdog_;
   asio::steady_timer pump_done_;
   beast::flat_buffer client_buffer_;
