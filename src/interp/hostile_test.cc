@@ -63,9 +63,15 @@ const Case kCases[] = {
     {"BusyLoopInTryCatch", "for (;;) { try { for (;;) {} } catch (e) {} finally {} }",
      Outcome::kTimeout, "time limit"},
     {"AwaitLoop", "for (;;) await null;", Outcome::kTimeout, "time limit"},
+    // Each job queues the next and nothing accumulates: only the time limit can end it.
     {"MicrotaskFlood",
-     "const f = () => Promise.resolve().then(f); f(); await new Promise(() => {});",
+     "const f = () => { Promise.resolve().then(f); }; f(); await new Promise(() => {});",
      Outcome::kTimeout, "time limit"},
+    // Each job's promise waits for the next one's: the chain grows until QuickJS cannot queue the
+    // next job (which it drops without an exception), or the time limit, whichever comes first.
+    {"PromiseChainBomb",
+     "const f = () => Promise.resolve().then(f); f(); await new Promise(() => {});",
+     Outcome::kMemoryLimit, "out of memory", kLong},
     {"AllocationBomb", "const a = []; for (;;) a.push(new Array(100000).fill(a.length));",
      Outcome::kMemoryLimit, "out of memory", kLong},
     {"StringBomb", "let s = 'x'; for (;;) s += s;", Outcome::kScriptError, "string too long",

@@ -465,16 +465,19 @@ RunResult SessionImpl::Finish(Outcome outcome, std::string error, std::string re
   return r;
 }
 
+// The linear memory never shrinks, so its size tells whether the heap came near its limit during
+// the run.
+bool SessionImpl::HeapCameNearItsLimit() const {
+  return guest_ != nullptr &&
+         int64_t{guest_->memory().size()} >= (int64_t{5} << 20) + limits_.memory_bytes * 9 / 10;
+}
+
 RunResult SessionImpl::FinishScriptError(std::string error) {
   if (StartsWith(error, "InternalError: out of memory")) {
     return Finish(Outcome::kMemoryLimit, std::move(error));
   }
-  // At the heap limit QuickJS cannot allocate the error object either and throws null. The linear
-  // memory (which never shrinks) tells whether the heap came near its limit during the run.
-  const bool near_limit =
-      guest_ != nullptr &&
-      int64_t{guest_->memory().size()} >= (int64_t{5} << 20) + limits_.memory_bytes * 9 / 10;
-  if ((error == "uncaught null" || error == "uncaught undefined") && near_limit) {
+  // At the heap limit QuickJS cannot allocate the error object either and throws null.
+  if ((error == "uncaught null" || error == "uncaught undefined") && HeapCameNearItsLimit()) {
     return Finish(Outcome::kMemoryLimit,
                   fmt::format("InternalError: out of memory (the heap limit of {} bytes was "
                               "reached; the engine could not even allocate the error)",
@@ -573,6 +576,15 @@ RunResult SessionImpl::Drive() {
       r.guest_time = GuestTime();
       last_ = r;
       return r;
+    }
+    // QuickJS drops a promise job it has no memory to queue, without an exception: a chain of
+    // promises that ran the heap out ends here, looking stalled.
+    if (HeapCameNearItsLimit()) {
+      return Finish(Outcome::kMemoryLimit,
+                    fmt::format("out of memory: the heap limit of {} bytes was reached while "
+                                "promise jobs were queued, and the promise the script awaits can "
+                                "no longer settle",
+                                limits_.memory_bytes));
     }
     return Finish(Outcome::kStalled,
                   "the script awaits a promise that nothing can settle (no tool call is pending)");

@@ -89,6 +89,7 @@ class SessionImpl : private GuestHost {
   RunResult Finish(Outcome outcome, std::string error, std::string result_json = {});
   // An uncaught exception: kScriptError, or kMemoryLimit when it is the engine's out of memory.
   RunResult FinishScriptError(std::string error);
+  bool HeapCameNearItsLimit() const;
   absl::Status Deliver(const std::string& id, const ToolResult& result);
   void StartQueuedTools();
   std::chrono::nanoseconds GuestTime() const;
