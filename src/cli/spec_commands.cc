@@ -3,6 +3,7 @@
 
 #include "cli/commands.h"
 #include "common/status.h"
+#include "engine/native_sandbox.h"
 #include "spec/parse.h"
 
 namespace airlock::cli {
@@ -11,8 +12,12 @@ void AddSpecCommands(CLI::App& app, int* exit_code) {
   CLI::App* spec_cmd = app.add_subcommand("spec", "Check and explain SandboxSpec files");
   spec_cmd->require_subcommand(1);
   auto file = std::make_shared<std::string>();
+  // The spec as a sandbox would take it: its syscall rules are also checked against the
+  // engine's profile (which only Create would do otherwise).
   auto load = [file]() -> absl::StatusOr<spec::SandboxSpec> {
-    return spec::LoadSpecFile(*file, spec::ParseOptions{});
+    ASSIGN_OR_RETURN(spec::SandboxSpec s, spec::LoadSpecFile(*file, spec::ParseOptions{}));
+    RETURN_IF_ERROR(engine::CheckSyscallPolicy(s.process));
+    return s;
   };
   CLI::App* check = spec_cmd->add_subcommand("check", "Validate a spec; list every problem");
   check->add_option("file", *file, "Spec file (JSON or YAML)")->required();

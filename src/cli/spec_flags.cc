@@ -6,6 +6,7 @@
 #include "common/units.h"
 #include "fmt/format.h"
 #include "spec/parse.h"
+#include "supervisor/policy.h"
 
 namespace airlock::cli {
 
@@ -37,8 +38,10 @@ void AddSpecFlags(CLI::App* app, SpecFlags* f) {
   app->add_flag("--trace-all", f->trace_all,
                 "Route every system call to the supervisor (a full audit; slower)");
   app->add_option("--deny", f->deny,
-                  "Deny a system call: NAME (EPERM) or NAME=ERRNO, e.g. connect=EACCES; "
-                  "repeatable, before the spec's own rules")
+                  "Deny a system call and those that do the same (openat: open and creat; "
+                  "connect: sendmsg, sendmmsg and sendto with an address; docs/supervisor.md): "
+                  "NAME (EPERM) or NAME=ERRNO, e.g. connect=EACCES; repeatable, before the "
+                  "spec's own rules")
       ->delimiter(',')
       ->allow_extra_args(false);
 }
@@ -55,9 +58,10 @@ absl::StatusOr<int64_t> ParseInt(const std::string& flag, const std::string& tex
 }
 
 // The names a supervisor traces when it is asked for and given nothing to trace: what an agent
-// most wants to know a command did.
+// most wants to know a command did. sendmsg and sendto with an address reach endpoints without
+// connect (UDP, TCP Fast Open); sendto without one is send() on a connected socket, not routed.
 // (openat2 is not among them: every sandbox answers it ENOSYS, and libraries use openat.)
-constexpr const char* kFeedbackSyscalls[] = {"execve", "execveat", "connect",
+constexpr const char* kFeedbackSyscalls[] = {"execve", "execveat", "connect", "sendmsg",
                                              "open",   "openat",   "creat"};
 
 absl::Status ApplySyscallFlags(const SpecFlags& f, nlohmann::json& doc) {
@@ -74,7 +78,14 @@ absl::Status ApplySyscallFlags(const SpecFlags& f, nlohmann::json& doc) {
     if (name.empty() || err.empty()) {
       return InvalidArgument(fmt::format("--deny {}: expected NAME or NAME=ERRNO", d));
     }
-    denied.push_back({{"names", {name}}, {"action", fmt::format("errno({})", err)}});
+    for (const spec::SyscallRule& rule :
+         supervisor::RulesRestricting(name, fmt::format("errno({})", err))) {
+      nlohmann::json j = {{"names", rule.names}, {"action", rule.action}};
+      for (const spec::SyscallArgCondition& a : rule.args) {
+        j["args"].push_back({{"index", a.index}, {"op", a.op}, {"value", a.value}});
+      }
+      denied.push_back(std::move(j));
+    }
   }
   const bool routes = !f.trace.empty() || f.trace_all;
   if (routes && mode != "notify" && mode != "ptrace") {
@@ -86,6 +97,9 @@ absl::Status ApplySyscallFlags(const SpecFlags& f, nlohmann::json& doc) {
     nlohmann::json names = nlohmann::json::array();
     for (const char* n : kFeedbackSyscalls) names.push_back(n);
     rules.push_back({{"names", names}, {"action", route}});
+    rules.push_back({{"names", {"sendto"}},
+                     {"args", {{{"index", 4}, {"op", "ne"}, {"value", 0}}}},
+                     {"action", route}});
   }
   if (!f.trace.empty()) rules.push_back({{"names", f.trace}, {"action", route}});
   if (f.trace_all) doc["process"]["syscallDefaultAction"] = route;

@@ -56,6 +56,10 @@ std::chrono::microseconds Since(Clock::time_point t) {
 
 }  // namespace
 
+absl::Status CheckSyscallPolicy(const spec::Process& process) {
+  return supervisor::SyscallPolicy::Compile(process, internal::TreatmentOf).status();
+}
+
 std::string DefaultToolsDir() {
   if (const char* env = std::getenv("AIRLOCK_TOOLS_DIR"); env != nullptr && *env) return env;
   char exe[PATH_MAX];
@@ -971,17 +975,20 @@ void NativeSandbox::FinishSupervisor(std::unique_ptr<supervisor::Supervisor> sup
   constexpr size_t kMaxSyscallViolations = 16;
   for (size_t i = 0; i < result.syscalls.denied_calls.size() && i < kMaxSyscallViolations; ++i) {
     const SyscallEvent& e = result.syscalls.denied_calls[i];
-    std::string rule =
-        e.rule >= 0 ? fmt::format("process.syscalls[{}]", e.rule) : "process.syscallDefaultAction";
     result.violations.push_back(
-        {"syscall", fmt::format("{} denied by {} ({})", e.syscall, rule, e.action), ToJson(e)});
+        {"syscall",
+         fmt::format("{} denied by {} ({})", e.syscall, supervisor::RuleName(e.rule), e.action),
+         ToJson(e)});
   }
   if (!done && wait) {
     Log().Warn("syscall supervisor still busy after the command", {{"sandbox", id_.value()}});
   }
   std::lock_guard lock(supervisors_mu_);
   std::erase_if(lingering_supervisors_, [](const auto& s) { return s->WaitDone(milliseconds(0)); });
-  if (!done) lingering_supervisors_.push_back(std::move(sup));  // its processes live on
+  if (!done) {
+    sup->StopEvents();  // the caller's sink lives as long as the command, not its background
+    lingering_supervisors_.push_back(std::move(sup));  // its processes live on
+  }
 }
 
 absl::Status NativeSandbox::Destroy() {

@@ -339,6 +339,10 @@ class NativeSandbox {
   Timings timings_;
 };
 
+// The spec's syscall policy (process.syscalls) checked against the engine's built-in profile as
+// Create checks it: InvalidArgument naming the rule. Probes nothing on the host.
+absl::Status CheckSyscallPolicy(const spec::Process& process);
+
 // Where the built airlock-init and tools are: $AIRLOCK_TOOLS_DIR, else ../tools or
 // ../libexec/airlock next to the running binary.
 std::string DefaultToolsDir();

@@ -3,10 +3,12 @@
 #include <linux/audit.h>
 #include <linux/sched.h>
 #include <seccomp.h>
+#include <sys/prctl.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include "common/status.h"
@@ -76,9 +78,148 @@ absl::StatusOr<Verdict> ParseVerdict(const std::string& path, std::string_view t
 
 bool LetsThrough(Kind kind) { return kind == Kind::kAllow || kind == Kind::kRoute; }
 
+// Calls that do what another call does. A rule that restricts one of `calls` must be matched by
+// rules that restrict each of `same` too, or a program would simply use another of them.
+struct SameEffect {
+  std::vector<std::string_view> calls;
+  std::vector<std::string_view> same;  // empty: the other members of `calls`
+  std::string_view hint;
+};
+
+const std::vector<SameEffect>& SameEffects() {
+  static const auto* groups = new std::vector<SameEffect>{
+      {{"open", "openat", "creat"},
+       {},
+       "open's flags are args[1], openat's args[2]; creat(path, mode) is open(path, "
+       "O_CREAT|O_WRONLY|O_TRUNC, mode)"},
+      {{"execve", "execveat"}, {}, "execveat's path is args[1]"},
+      {{"connect"},
+       {"sendto", "sendmsg", "sendmmsg"},
+       "they reach an address without connect (TCP Fast Open, UDP); sendto has one when args[4] "
+       "is not 0, sendmsg's and sendmmsg's is in memory, beyond a filter's reach"},
+      {{"unlink", "unlinkat", "rmdir"}, {}, "unlinkat's path is args[1], its flags args[2]"},
+      {{"rename", "renameat", "renameat2"}, {}, ""},
+      {{"mkdir", "mkdirat"}, {}, ""},
+      {{"mknod", "mknodat"}, {}, ""},
+      {{"link", "linkat"}, {}, ""},
+      {{"symlink", "symlinkat"}, {}, ""},
+      {{"chmod", "fchmod", "fchmodat", "fchmodat2"}, {}, ""},
+      {{"chown", "fchown", "lchown", "fchownat"}, {}, ""},
+      {{"truncate", "ftruncate"}, {}, ""},
+      {{"utime", "utimes", "futimesat", "utimensat"}, {}, ""},
+      {{"access", "faccessat", "faccessat2"}, {}, ""},
+      {{"stat", "lstat", "fstat", "newfstatat", "statx"}, {}, ""},
+      {{"readlink", "readlinkat"}, {}, ""},
+      {{"getdents", "getdents64"}, {}, ""},
+      {{"read", "readv", "pread64", "preadv", "preadv2"}, {}, ""},
+      {{"write", "writev", "pwrite64", "pwritev", "pwritev2"}, {}, ""},
+      {{"fork", "vfork", "clone"}, {}, "fork is clone with no flags"},
+      {{"kill", "tkill", "tgkill", "pidfd_send_signal", "rt_sigqueueinfo", "rt_tgsigqueueinfo"},
+       {},
+       ""},
+      {{"dup", "dup2", "dup3"}, {}, ""},
+      {{"pipe", "pipe2"}, {}, ""},
+      {{"accept", "accept4"}, {}, ""},
+      {{"setuid", "setreuid", "setresuid", "setfsuid"}, {}, ""},
+      {{"setgid", "setregid", "setresgid", "setfsgid"}, {}, ""},
+      {{"epoll_create", "epoll_create1"}, {}, ""},
+      {{"eventfd", "eventfd2"}, {}, ""},
+      {{"signalfd", "signalfd4"}, {}, ""},
+      {{"inotify_init", "inotify_init1"}, {}, ""},
+  };
+  return *groups;
+}
+
+// InvalidArgument naming the first call that a restricting rule leaves open through another
+// call of the same effect (one this architecture has and the profile lets run).
+absl::Status CheckSameEffects(const spec::Process& process, const ProfileLookup& profile) {
+  const auto Restricts = [](const std::optional<spec::SyscallAction>& action) {
+    return action && (action->kind == spec::SyscallAction::Kind::kErrno ||
+                      action->kind == spec::SyscallAction::Kind::kKill);
+  };
+  std::set<std::string_view> restricted;
+  for (const spec::SyscallRule& rule : process.syscalls) {
+    if (Restricts(spec::ParseSyscallAction(rule.action))) {
+      restricted.insert(rule.names.begin(), rule.names.end());
+    }
+  }
+  for (size_t i = 0; i < process.syscalls.size(); ++i) {
+    const spec::SyscallRule& rule = process.syscalls[i];
+    std::optional<spec::SyscallAction> action = spec::ParseSyscallAction(rule.action);
+    if (!Restricts(action)) continue;
+    for (size_t j = 0; j < rule.names.size(); ++j) {
+      for (const SameEffect& g : SameEffects()) {
+        if (std::find(g.calls.begin(), g.calls.end(), rule.names[j]) == g.calls.end()) continue;
+        const std::vector<std::string_view>& same = g.same.empty() ? g.calls : g.same;
+        std::vector<std::string_view> open;
+        for (std::string_view other : same) {
+          ProfileTreatment t = profile(other);
+          if (other == rule.names[j] || restricted.contains(other) || SyscallNumber(other) < 0 ||
+              t == ProfileTreatment::kAlwaysDenied || t == ProfileTreatment::kNotAllowed) {
+            continue;
+          }
+          open.push_back(other);
+        }
+        if (open.empty()) continue;
+        std::string list;
+        for (size_t k = 0; k < open.size(); ++k) {
+          list += k == 0 ? "" : (k + 1 == open.size() ? " and " : ", ");
+          list += open[k];
+        }
+        return InvalidArgument(fmt::format(
+            "{}: {} is restricted, but {} can do the same and {} not: restrict {} as well (an "
+            "errno or kill rule naming {}){}{}",
+            IndexPath(IndexPath("process.syscalls", i) + ".names", j), rule.names[j], list,
+            open.size() == 1 ? "is" : "are", open.size() == 1 ? "it" : "them",
+            open.size() == 1 ? "it" : "them", g.hint.empty() ? "" : "; ", g.hint));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The own-filter check (Verdict::kOwnFilterRule): seccomp(SECCOMP_SET_MODE_FILTER, ...) and
+// prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ...), on the low 32 bits the kernel reads.
+bool InstallsAFilter(const seccomp_data& call) {
+  static const int kSeccomp = SyscallNumber("seccomp");
+  static const int kPrctl = SyscallNumber("prctl");
+  const auto low = [&](int i) { return static_cast<uint32_t>(call.args[i]); };
+  return (call.nr == kSeccomp && low(0) == SECCOMP_SET_MODE_FILTER) ||
+         (call.nr == kPrctl && low(0) == PR_SET_SECCOMP && low(1) == SECCOMP_MODE_FILTER);
+}
+
 }  // namespace
 
 uint32_t NativeAuditArch() { return kNativeArch; }
+
+std::string RuleName(int rule) {
+  if (rule >= 0) return fmt::format("process.syscalls[{}]", rule);
+  switch (rule) {
+    case Verdict::kDefaultRule:
+      return "process.syscallDefaultAction";
+    case Verdict::kOwnFilterRule:
+      return "the supervisor (a supervised program may not install seccomp filters)";
+    default:
+      return "the policy's built-in checks";
+  }
+}
+
+std::vector<spec::SyscallRule> RulesRestricting(const std::string& name,
+                                                const std::string& action) {
+  std::vector<spec::SyscallRule> rules = {{{name}, {}, action}};
+  for (const SameEffect& g : SameEffects()) {
+    if (std::find(g.calls.begin(), g.calls.end(), name) == g.calls.end()) continue;
+    for (std::string_view other : g.same.empty() ? g.calls : g.same) {
+      if (other == name) continue;
+      if (other == "sendto") {  // send() is sendto without an address: only addressed ones
+        rules.push_back({{"sendto"}, {{4, "ne", 0, 0}}, action});
+      } else {
+        rules[0].names.emplace_back(other);
+      }
+    }
+  }
+  return rules;
+}
 
 std::string SyscallName(int nr) {
   if (nr >= 0 && nr < kMaxSyscallNumber) return NameTable()[static_cast<size_t>(nr)];
@@ -140,6 +281,7 @@ absl::StatusOr<SyscallPolicy> SyscallPolicy::Compile(const spec::Process& proces
     }
     p.rules_.push_back(std::move(rule));
   }
+  RETURN_IF_ERROR(CheckSameEffects(process, profile));
   ASSIGN_OR_RETURN(p.default_,
                    ParseVerdict("process.syscallDefaultAction", process.syscall_default_action,
                                 Verdict::kDefaultRule, p.mode_));
@@ -155,24 +297,31 @@ absl::StatusOr<SyscallPolicy> SyscallPolicy::Compile(const spec::Process& proces
   return p;
 }
 
-bool SyscallPolicy::Holds(const Condition& c, uint64_t v) {
-  switch (c.op) {
-    case Condition::Op::kEq:
-      return v == c.value;
-    case Condition::Op::kNe:
-      return v != c.value;
-    case Condition::Op::kLt:
-      return v < c.value;
-    case Condition::Op::kLe:
-      return v <= c.value;
-    case Condition::Op::kGt:
-      return v > c.value;
-    case Condition::Op::kGe:
-      return v >= c.value;
-    case Condition::Op::kMaskedEq:
-      return (v & c.mask) == c.value;
-  }
-  return false;
+bool SyscallPolicy::Holds(const Condition& c, uint64_t v, bool restricts) {
+  auto holds = [&](uint64_t width_mask) {
+    const uint64_t x = v & width_mask;
+    const uint64_t value = c.value & width_mask;
+    switch (c.op) {
+      case Condition::Op::kEq:
+        return x == value;
+      case Condition::Op::kNe:
+        return x != value;
+      case Condition::Op::kLt:
+        return x < value;
+      case Condition::Op::kLe:
+        return x <= value;
+      case Condition::Op::kGt:
+        return x > value;
+      case Condition::Op::kGe:
+        return x >= value;
+      case Condition::Op::kMaskedEq:
+        return (x & c.mask) == value;
+    }
+    return false;
+  };
+  const bool whole = holds(~uint64_t{0});
+  const bool low = holds(0xffffffff);
+  return restricts ? whole || low : whole && low;
 }
 
 Verdict SyscallPolicy::Evaluate(const seccomp_data& call, bool handshake) const {
@@ -193,12 +342,17 @@ Verdict SyscallPolicy::Evaluate(const seccomp_data& call, bool handshake) const 
       (call.args[0] & CLONE_UNTRACED) != 0) {
     return Verdict{Kind::kErrno, EPERM, Verdict::kBuiltinRule};
   }
+  if (mode_ != spec::SupervisorMode::kNone && InstallsAFilter(call)) {
+    return Verdict{Kind::kErrno, EPERM, Verdict::kOwnFilterRule};
+  }
   for (const Rule& rule : rules_) {
     if (std::find(rule.numbers.begin(), rule.numbers.end(), call.nr) == rule.numbers.end()) {
       continue;
     }
-    bool all = std::all_of(rule.conditions.begin(), rule.conditions.end(),
-                           [&](const Condition& c) { return Holds(c, call.args[c.index]); });
+    const bool restricts = !LetsThrough(rule.verdict.kind);
+    bool all = std::all_of(rule.conditions.begin(), rule.conditions.end(), [&](const Condition& c) {
+      return Holds(c, call.args[c.index], restricts);
+    });
     if (all) return rule.verdict;
   }
   if (LetsThrough(default_.kind) && std::find(widened_numbers_.begin(), widened_numbers_.end(),
@@ -228,6 +382,84 @@ uint32_t SyscallPolicy::FilterReturn(const Verdict& v) const {
       return routed;
   }
   return SECCOMP_RET_KILL_PROCESS;
+}
+
+void SyscallPolicy::EmitCondition(BpfProgram& b, const Condition& c, bool whole, int yes, int no) {
+  const uint32_t hi = static_cast<uint32_t>(c.value >> 32);
+  const uint32_t lo = static_cast<uint32_t>(c.value);
+  if (!whole) {
+    b.LoadArgLow(c.index);
+    switch (c.op) {
+      case Condition::Op::kMaskedEq:
+        if (static_cast<uint32_t>(c.mask) != ~0u) b.And(static_cast<uint32_t>(c.mask));
+        [[fallthrough]];
+      case Condition::Op::kEq:
+        b.JumpIf(BPF_JEQ, lo, yes);
+        break;
+      case Condition::Op::kNe:
+        b.JumpUnless(BPF_JEQ, lo, yes);
+        break;
+      case Condition::Op::kGt:
+        b.JumpIf(BPF_JGT, lo, yes);
+        break;
+      case Condition::Op::kGe:
+        b.JumpIf(BPF_JGE, lo, yes);
+        break;
+      case Condition::Op::kLt:
+        b.JumpUnless(BPF_JGE, lo, yes);
+        break;
+      case Condition::Op::kLe:
+        b.JumpUnless(BPF_JGT, lo, yes);
+        break;
+    }
+    b.Jump(no);
+    return;
+  }
+  // Goes to `differ` unless (args[i] & mask) == value, word by word.
+  auto equal = [&](uint64_t mask, BpfProgram::Label differ) {
+    for (bool high : {true, false}) {
+      const uint32_t m = static_cast<uint32_t>(high ? mask >> 32 : mask);
+      high ? b.LoadArgHigh(c.index) : b.LoadArgLow(c.index);
+      if (m != ~0u) b.And(m);
+      b.JumpUnless(BPF_JEQ, high ? hi : lo, differ);
+    }
+  };
+  // Goes to `above` when args[i] > value (>= with or_equal), to `below` otherwise: the high
+  // words decide unless they are equal.
+  auto greater = [&](bool or_equal, BpfProgram::Label above, BpfProgram::Label below) {
+    b.LoadArgHigh(c.index);
+    b.JumpIf(BPF_JGT, hi, above);
+    b.JumpUnless(BPF_JEQ, hi, below);
+    b.LoadArgLow(c.index);
+    b.JumpIf(or_equal ? BPF_JGE : BPF_JGT, lo, above);
+    b.Jump(below);
+  };
+  switch (c.op) {
+    case Condition::Op::kEq:
+      equal(~0ull, no);
+      b.Jump(yes);
+      break;
+    case Condition::Op::kMaskedEq:
+      equal(c.mask, no);
+      b.Jump(yes);
+      break;
+    case Condition::Op::kNe:
+      equal(~0ull, yes);  // any word differs: the condition holds
+      b.Jump(no);
+      break;
+    case Condition::Op::kGt:
+      greater(false, yes, no);
+      break;
+    case Condition::Op::kGe:
+      greater(true, yes, no);
+      break;
+    case Condition::Op::kLt:
+      greater(true, no, yes);
+      break;
+    case Condition::Op::kLe:
+      greater(false, no, yes);
+      break;
+  }
 }
 
 absl::StatusOr<std::string> SyscallPolicy::BuildFilter() const {
@@ -263,6 +495,25 @@ absl::StatusOr<std::string> SyscallPolicy::BuildFilter() const {
     b.Bind(next);
     b.LoadNr();
   }
+  if (mode_ != spec::SupervisorMode::kNone) {
+    BpfProgram::Label next = b.NewLabel();
+    BpfProgram::Label not_seccomp = b.NewLabel();
+    BpfProgram::Label refuse = b.NewLabel();
+    b.JumpUnless(BPF_JEQ, static_cast<uint32_t>(SyscallNumber("seccomp")), not_seccomp);
+    b.LoadArgLow(0);
+    b.JumpIf(BPF_JEQ, SECCOMP_SET_MODE_FILTER, refuse);
+    b.Jump(next);
+    b.Bind(not_seccomp);
+    b.JumpUnless(BPF_JEQ, static_cast<uint32_t>(SyscallNumber("prctl")), next);
+    b.LoadArgLow(0);
+    b.JumpUnless(BPF_JEQ, PR_SET_SECCOMP, next);
+    b.LoadArgLow(1);
+    b.JumpUnless(BPF_JEQ, SECCOMP_MODE_FILTER, next);
+    b.Bind(refuse);
+    b.Return(FilterReturn(Verdict{Kind::kErrno, EPERM, Verdict::kOwnFilterRule}));
+    b.Bind(next);
+    b.LoadNr();
+  }
   for (const Rule& rule : rules_) {
     if (rule.numbers.empty()) continue;
     BpfProgram::Label match = b.NewLabel();
@@ -270,53 +521,15 @@ absl::StatusOr<std::string> SyscallPolicy::BuildFilter() const {
     for (int nr : rule.numbers) b.JumpIf(BPF_JEQ, static_cast<uint32_t>(nr), match);
     b.Jump(next);
     b.Bind(match);
+    const bool restricts = !LetsThrough(rule.verdict.kind);
     for (const Condition& c : rule.conditions) {
-      const uint32_t hi = static_cast<uint32_t>(c.value >> 32);
-      const uint32_t lo = static_cast<uint32_t>(c.value);
+      // Either reading matches a restricting rule, both are needed for one that lets through
+      // (Holds): the low word's first, then the whole register's.
       BpfProgram::Label ok = b.NewLabel();
-      // Goes to `no` unless (args[i] & mask) == value, word by word.
-      auto equal = [&](uint64_t mask, BpfProgram::Label no) {
-        for (bool high : {true, false}) {
-          const uint32_t m = static_cast<uint32_t>(high ? mask >> 32 : mask);
-          high ? b.LoadArgHigh(c.index) : b.LoadArgLow(c.index);
-          if (m != ~0u) b.And(m);
-          b.JumpUnless(BPF_JEQ, high ? hi : lo, no);
-        }
-      };
-      // Goes to `yes` when args[i] > value (>= with or_equal), to `no` otherwise: the high words
-      // decide unless they are equal.
-      auto greater = [&](bool or_equal, BpfProgram::Label yes, BpfProgram::Label no) {
-        b.LoadArgHigh(c.index);
-        b.JumpIf(BPF_JGT, hi, yes);
-        b.JumpUnless(BPF_JEQ, hi, no);
-        b.LoadArgLow(c.index);
-        b.JumpIf(or_equal ? BPF_JGE : BPF_JGT, lo, yes);
-        b.Jump(no);
-      };
-      switch (c.op) {
-        case Condition::Op::kEq:
-          equal(~0ull, next);
-          break;
-        case Condition::Op::kMaskedEq:
-          equal(c.mask, next);
-          break;
-        case Condition::Op::kNe:
-          equal(~0ull, ok);  // any word differs: the condition holds
-          b.Jump(next);
-          break;
-        case Condition::Op::kGt:
-          greater(false, ok, next);
-          break;
-        case Condition::Op::kGe:
-          greater(true, ok, next);
-          break;
-        case Condition::Op::kLt:
-          greater(true, next, ok);
-          break;
-        case Condition::Op::kLe:
-          greater(false, next, ok);
-          break;
-      }
+      BpfProgram::Label whole = b.NewLabel();
+      EmitCondition(b, c, /*whole=*/false, restricts ? ok : whole, restricts ? whole : next);
+      b.Bind(whole);
+      EmitCondition(b, c, /*whole=*/true, ok, next);
       b.Bind(ok);
     }
     b.Return(FilterReturn(rule.verdict));

@@ -9,6 +9,11 @@
 // first whose syscall and argument conditions match decides; calls no rule matches get the
 // default action ("allow", the default, leaves them to the profile).
 //
+// A rule that restricts a call (errno, kill) must be matched by restricting rules for every call
+// that does the same (open/openat/creat, execve/execveat, connect and the sends that take an
+// address, unlink/unlinkat/rmdir, ...; RulesRestricting builds such a set), or Compile refuses
+// the policy naming the calls left open.
+//
 // Checks against the profile, with the rule's path in the error:
 //   - a rule that would let an always-denied call through (allow, trace, notify) is an error;
 //   - a rule that names a call the profile does not allow at all (it would be killed) widens the
@@ -21,7 +26,9 @@
 // reported with their arguments decoded: notify mode answers a denied call with its errno (or
 // kills the command), ptrace mode skips it with its errno (or kills). Rules' argument
 // conditions compare register values (no pointers are read), so what the supervisor decides
-// matches what the filter decided.
+// matches what the filter decided; each is read on the whole register and on its low 32 bits,
+// and a rule takes the less permissive reading (Holds). A supervised program cannot install
+// seccomp filters of its own (Verdict::kOwnFilterRule).
 //
 // Immutable after Compile; thread-safe.
 #ifndef AIRLOCK_SUPERVISOR_POLICY_H_
@@ -39,6 +46,9 @@
 #include "spec/sandbox_spec.h"
 
 namespace airlock::supervisor {
+namespace internal {
+class BpfProgram;
+}
 
 // What the built-in profile does with a system call, by name.
 enum class ProfileTreatment {
@@ -54,6 +64,12 @@ struct Verdict {
   // A check of the policy's own (foreign architecture, CLONE_UNTRACED under ptrace, a widened
   // call no rule matched): the filter answers it itself, never through the supervisor.
   static constexpr int kBuiltinRule = -2;
+  // A program's own seccomp filter under a supervisor: refused with EPERM, through the
+  // supervisor, which records the attempt (and, under notify, lets airlock's own profile through
+  // during the handshake). A filter of the program's could otherwise answer a call before ours:
+  // between equal actions the newest filter decides, so its "notify" or "errno" would hide a
+  // routed call from the supervisor and turn a kill rule into a plain error.
+  static constexpr int kOwnFilterRule = -3;
 
   enum class Kind {
     kAllow,      // let it run (the profile still applies)
@@ -109,7 +125,15 @@ class SyscallPolicy {
   };
 
   absl::StatusOr<std::string> BuildFilter() const;
-  static bool Holds(const Condition& c, uint64_t value);
+  // Jumps to label `yes` when `c` holds on the whole register (`whole`) or on its low 32 bits,
+  // to label `no` otherwise.
+  static void EmitCondition(internal::BpfProgram& b, const Condition& c, bool whole, int yes,
+                            int no);
+  // Whether `c` holds for the register `value`. A condition is read two ways, on the whole
+  // register and on its low 32 bits (all the kernel uses of an `int` argument, whatever a program
+  // puts in the upper half); a rule that restricts (errno, kill) applies when either reading
+  // holds, one that lets a call through (allow, trace, notify) only when both do.
+  static bool Holds(const Condition& c, uint64_t value, bool restricts);
 
   spec::SupervisorMode mode_ = spec::SupervisorMode::kNone;
   std::vector<Rule> rules_;
@@ -124,6 +148,15 @@ std::string SyscallName(int nr);
 
 // The number of `name` on the native architecture, or -1 when it has no such call.
 int SyscallNumber(std::string_view name);
+
+// Where a verdict's rule is: "process.syscalls[2]", "process.syscallDefaultAction", or what
+// the built-in checks are.
+std::string RuleName(int rule);
+
+// Rules that restrict `name` with `action` (errno(E) or kill) together with every call of the
+// same effect that Compile would ask for: {open, openat, creat}, {execve, execveat}, connect with
+// sendmsg, sendmmsg and sendto when it carries an address, and so on (policy.cc, SameEffects).
+std::vector<spec::SyscallRule> RulesRestricting(const std::string& name, const std::string& action);
 
 // AUDIT_ARCH_* of the architecture this build runs on.
 uint32_t NativeAuditArch();

@@ -13,6 +13,7 @@
 #include <random>
 
 #include "fmt/format.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "init/protocol.h"
 #include "supervisor/internal/bpf.h"
@@ -62,7 +63,7 @@ TEST(SyscallPolicyTest, FirstMatchingRuleDecides) {
       Process(SupervisorMode::kNone,
               {SyscallRule{{"openat"}, {{2, "masked_eq", O_WRONLY, O_ACCMODE}}, "errno(EROFS)"},
                SyscallRule{{"openat", "read"}, {}, "allow"},
-               SyscallRule{{"openat"}, {}, "kill"}},  // never reached for openat
+               SyscallRule{{"openat", "open", "creat"}, {}, "kill"}},  // never reached for openat
               "errno(ENOSYS)"));
   EXPECT_EQ(p.Evaluate(Call("openat", {0, 0, O_WRONLY | O_CREAT})),
             (Verdict{Verdict::Kind::kErrno, EROFS, 0}));
@@ -111,9 +112,10 @@ TEST(SyscallPolicyTest, NamingACallOutsideTheProfileWidensItForThatCallOnly) {
 }
 
 TEST(SyscallPolicyTest, SupervisedRulesGoThroughTheSupervisor) {
-  SyscallPolicy notify =
-      CompileOrDie(Process(SupervisorMode::kNotify, {SyscallRule{{"connect"}, {}, "errno(EACCES)"},
-                                                     SyscallRule{{"execve"}, {}, "notify"}}));
+  SyscallPolicy notify = CompileOrDie(
+      Process(SupervisorMode::kNotify,
+              {SyscallRule{{"connect", "sendto", "sendmsg", "sendmmsg"}, {}, "errno(EACCES)"},
+               SyscallRule{{"execve"}, {}, "notify"}}));
   EXPECT_EQ(notify.FilterReturn(notify.Evaluate(Call("connect"))),
             static_cast<uint32_t>(SECCOMP_RET_USER_NOTIF));
   EXPECT_EQ(notify.FilterReturn(notify.Evaluate(Call("execve"))),
@@ -127,7 +129,8 @@ TEST(SyscallPolicyTest, SupervisedRulesGoThroughTheSupervisor) {
             Verdict::Kind::kAllow);
 
   SyscallPolicy ptrace = CompileOrDie(
-      Process(SupervisorMode::kPtrace, {SyscallRule{{"connect"}, {}, "kill"}}, "trace"));
+      Process(SupervisorMode::kPtrace,
+              {SyscallRule{{"connect", "sendto", "sendmsg", "sendmmsg"}, {}, "kill"}}, "trace"));
   EXPECT_EQ(ptrace.FilterReturn(ptrace.Evaluate(Call("connect"))),
             static_cast<uint32_t>(SECCOMP_RET_TRACE | 1));
   EXPECT_EQ(ptrace.FilterReturn(ptrace.Evaluate(Call("read"))),
@@ -161,10 +164,10 @@ TEST(SyscallPolicyTest, TooManyInstructionsIsAnError) {
 TEST(SyscallPolicyTest, FilterAgreesWithEvaluate) {
   const uint64_t v = 0x0000000500000010;
   const std::vector<std::pair<const char*, SyscallArgCondition>> conds = {
-      {"read", {1, "eq", v, 0}},
-      {"pread64", {1, "ne", v, 0}},
+      {"getpriority", {1, "eq", v, 0}},
+      {"setpriority", {1, "ne", v, 0}},
       {"lseek", {1, "lt", v, 0}},
-      {"dup3", {1, "le", v, 0}},
+      {"flock", {1, "le", v, 0}},
       {"fcntl", {1, "gt", v, 0}},
       {"fsync", {1, "ge", v, 0}},
       {"personality", {2, "masked_eq", 0x0000010000000002, 0x0000ff00000000ff}},
@@ -179,30 +182,24 @@ TEST(SyscallPolicyTest, FilterAgreesWithEvaluate) {
     for (size_t i = 0; i < conds.size(); ++i) {
       rules.push_back({{conds[i].first}, {conds[i].second}, i % 2 ? route : "errno(E2BIG)"});
     }
-    rules.push_back({{"write"}, {conds[0].second, conds[6].second}, "kill"});
-    rules.push_back({{"openat", "clone", "read"}, {}, route});
+    rules.push_back({{"fchdir"}, {conds[0].second, conds[6].second}, "kill"});
+    rules.push_back({{"getcwd", "umask", "getpriority"}, {}, route});
     processes.push_back(Process(mode, rules));
     processes.push_back(Process(mode, rules, "errno(ENOSYS)"));
     processes.push_back(Process(mode, rules, mode == SupervisorMode::kNone ? "kill" : route));
   }
-  std::vector<uint64_t> values = {0,
-                                  1,
-                                  v - 1,
-                                  v,
-                                  v + 1,
-                                  0x10,
-                                  0x0000000400000010,
-                                  0x0000000600000010,
-                                  0x000000050000000f,
-                                  ~0ull,
-                                  0x0000010000000002,
-                                  0x000001abffcd0002,
-                                  0x0000ab0100cd0002,
-                                  CLONE_UNTRACED,
-                                  init::kHandshakeMagic};
+  std::vector<uint64_t> values = {0, 1, v - 1, v, v + 1, 0x10, 0x0000000400000010,
+                                  0x0000000600000010, 0x000000050000000f, ~0ull, 0x0000010000000002,
+                                  0x000001abffcd0002, 0x0000ab0100cd0002, CLONE_UNTRACED,
+                                  init::kHandshakeMagic,
+                                  // equal to others in one word only
+                                  0xffffffff00000010, 0x0000000500000000, 0x0000000700000002,
+                                  // the own-filter check: modes and PR_SET_SECCOMP
+                                  2, 22, 0x0000000100000016};
   std::vector<int> numbers;
   for (const auto& [name, cond] : conds) numbers.push_back(SyscallNumber(name));
-  for (const char* name : {"write", "openat", "clone", "getppid", "close"}) {
+  for (const char* name :
+       {"fchdir", "getcwd", "umask", "clone", "getppid", "close", "seccomp", "prctl"}) {
     numbers.push_back(SyscallNumber(name));
   }
 #if defined(__x86_64__)
@@ -224,6 +221,105 @@ TEST(SyscallPolicyTest, FilterAgreesWithEvaluate) {
   }
 }
 
+// Attack: prctl(0x1_0000000f, ...) against a rule for prctl(15, ...) (PR_SET_NAME). The kernel
+// reads only the low 32 bits of an int argument and runs PR_SET_NAME; the rule must match it.
+// A rule that lets calls through must not match the value of another register by its low half.
+TEST(SyscallPolicyTest, TheUpperHalfOfARegisterCannotSlipPastARule) {
+  SyscallPolicy deny = CompileOrDie(Process(
+      SupervisorMode::kNone, {SyscallRule{{"prctl"}, {{0, "eq", PR_SET_NAME, 0}}, "errno(EPERM)"},
+                              SyscallRule{{"lseek"}, {{1, "lt", 100, 0}}, "errno(EINVAL)"},
+                              SyscallRule{{"fcntl"}, {{1, "ne", F_GETFL, 0}}, "kill"}}));
+  EXPECT_EQ(deny.Evaluate(Call("prctl", {0x100000000 | PR_SET_NAME})).kind, Verdict::Kind::kErrno);
+  EXPECT_EQ(deny.Evaluate(Call("prctl", {0xffffffff00000000 | PR_SET_NAME})).kind,
+            Verdict::Kind::kErrno);
+  EXPECT_EQ(deny.Evaluate(Call("prctl", {PR_GET_NAME})).kind, Verdict::Kind::kAllow);
+  // lt on a 64-bit offset: 4 GiB + 5 is below 100 in its low half, so the restriction applies.
+  EXPECT_EQ(deny.Evaluate(Call("lseek", {3, 0x100000005})).kind, Verdict::Kind::kErrno);
+  EXPECT_EQ(deny.Evaluate(Call("lseek", {3, 0x100000000 | 500})).kind, Verdict::Kind::kAllow);
+  // ne: F_GETFL with a different upper half is a different register, so the kill applies.
+  EXPECT_EQ(deny.Evaluate(Call("fcntl", {3, 0x100000000 | F_GETFL})).kind, Verdict::Kind::kKill);
+  EXPECT_EQ(deny.Evaluate(Call("fcntl", {3, F_GETFL})).kind, Verdict::Kind::kAllow);
+
+  SyscallPolicy allow =
+      CompileOrDie(Process(SupervisorMode::kNone,
+                           {SyscallRule{{"prctl"}, {{0, "eq", PR_GET_NAME, 0}}, "allow"},
+                            SyscallRule{{"lseek"}, {{1, "lt", 100, 0}}, "allow"}},
+                           "errno(EPERM)"));
+  EXPECT_EQ(allow.Evaluate(Call("prctl", {PR_GET_NAME})).kind, Verdict::Kind::kAllow);
+  EXPECT_EQ(allow.Evaluate(Call("prctl", {0x100000000 | PR_GET_NAME})).kind, Verdict::Kind::kErrno);
+  EXPECT_EQ(allow.Evaluate(Call("lseek", {3, 5})).kind, Verdict::Kind::kAllow);
+  EXPECT_EQ(allow.Evaluate(Call("lseek", {3, 0x100000005})).kind, Verdict::Kind::kErrno);
+}
+
+// Attack: a policy denies openat, and the program calls open or creat; it denies connect, and
+// the program sends with sendto(MSG_FASTOPEN) to an address. A rule that restricts one call of a
+// group must be matched for each other one, or the policy is refused with the names.
+TEST(SyscallPolicyTest, CallsWithTheSameEffectMustBeRestrictedTogether) {
+  auto compile = [](std::vector<SyscallRule> rules) {
+    return SyscallPolicy::Compile(Process(SupervisorMode::kNone, std::move(rules)), TestProfile);
+  };
+  auto open = compile({SyscallRule{{"read"}, {}, "allow"},
+                       SyscallRule{{"openat"}, {{2, "masked_eq", 1, 3}}, "errno(EROFS)"}});
+  ASSERT_FALSE(open.ok());
+  EXPECT_EQ(open.status().message(),
+            "process.syscalls[1].names[0]: openat is restricted, but open and creat can do the "
+            "same and are not: restrict them as well (an errno or kill rule naming them); open's "
+            "flags are args[1], openat's args[2]; creat(path, mode) is open(path, "
+            "O_CREAT|O_WRONLY|O_TRUNC, mode)");
+  auto connect = compile({SyscallRule{{"connect", "sendto"}, {}, "kill"}});
+  ASSERT_FALSE(connect.ok());
+  EXPECT_THAT(std::string(connect.status().message()),
+              ::testing::StartsWith("process.syscalls[0].names[0]: connect is restricted, but "
+                                    "sendmsg and sendmmsg can do the same and are not: restrict "
+                                    "them as well"));
+  auto exec = compile({SyscallRule{{"execveat"}, {}, "errno(EACCES)"}});
+  ASSERT_FALSE(exec.ok());
+  EXPECT_THAT(std::string(exec.status().message()),
+              ::testing::HasSubstr("execveat is restricted, but execve can do the same and is "
+                                   "not: restrict it as well"));
+  // Covered by other rules, with their own conditions: fine. Rules that let a call through
+  // need no partners, and sending on a connected socket is not restricted by a connect rule.
+  EXPECT_TRUE(compile({SyscallRule{{"openat"}, {{2, "masked_eq", 1, 3}}, "errno(EROFS)"},
+                       SyscallRule{{"open"}, {{1, "masked_eq", 1, 3}}, "errno(EROFS)"},
+                       SyscallRule{{"creat"}, {}, "errno(EROFS)"}})
+                  .ok());
+  EXPECT_TRUE(compile({SyscallRule{{"openat"}, {}, "allow"}}).ok());
+  EXPECT_TRUE(compile({SyscallRule{{"sendto"}, {}, "errno(EPERM)"}}).ok());
+  EXPECT_TRUE(compile({SyscallRule{{"connect", "sendmsg", "sendmmsg"}, {}, "kill"},
+                       SyscallRule{{"sendto"}, {{4, "ne", 0, 0}}, "kill"}})
+                  .ok());
+}
+
+// Attack: under a supervisor the program installs its own filter answering "notify" (or an
+// errno) for a call a kill rule names; between equal actions the newest filter decides, so the
+// call would fail quietly instead of killing the command, and never reach the report. Every
+// seccomp filter a supervised program asks for is refused with EPERM, through the supervisor.
+TEST(SyscallPolicyTest, ASupervisedProgramCannotInstallItsOwnFilter) {
+  for (SupervisorMode mode : {SupervisorMode::kNotify, SupervisorMode::kPtrace}) {
+    SyscallPolicy p = CompileOrDie(Process(mode, {}));
+    for (seccomp_data call :
+         {Call("seccomp", {SECCOMP_SET_MODE_FILTER, 0, 0}),
+          Call("seccomp", {0x100000000 | SECCOMP_SET_MODE_FILTER, 0, 0}),
+          Call("prctl", {PR_SET_SECCOMP, SECCOMP_MODE_FILTER, 0}),
+          Call("prctl", {0xffffffff00000000 | PR_SET_SECCOMP, SECCOMP_MODE_FILTER, 0})}) {
+      Verdict v = p.Evaluate(call);
+      EXPECT_EQ(v, (Verdict{Verdict::Kind::kErrno, EPERM, Verdict::kOwnFilterRule}));
+      EXPECT_EQ(internal::RunBpf(p.filter(), call), p.FilterReturn(v));
+      EXPECT_NE(p.FilterReturn(v) & SECCOMP_RET_ACTION_FULL,
+                static_cast<uint32_t>(SECCOMP_RET_ERRNO));  // through the supervisor
+    }
+    // Strict mode, and asking which mode is in force, stay allowed.
+    EXPECT_EQ(p.Evaluate(Call("seccomp", {SECCOMP_SET_MODE_STRICT, 0, 0})).kind,
+              Verdict::Kind::kAllow);
+    EXPECT_EQ(p.Evaluate(Call("prctl", {PR_GET_SECCOMP})).kind, Verdict::Kind::kAllow);
+  }
+  // Without a supervisor nothing routes calls, and a filter's kill outranks anything the
+  // program's own filter answers: no refusal.
+  SyscallPolicy none = CompileOrDie(
+      Process(SupervisorMode::kNone, {SyscallRule{{"getpriority"}, {}, "errno(EPERM)"}}));
+  EXPECT_EQ(none.Evaluate(Call("seccomp", {SECCOMP_SET_MODE_FILTER})).kind, Verdict::Kind::kAllow);
+}
+
 // The kernel accepts the filter and applies it: errno rules answer, kill rules kill.
 TEST(SyscallPolicyTest, KernelAppliesTheFilter) {
   SyscallPolicy p = CompileOrDie(Process(
@@ -236,6 +332,9 @@ TEST(SyscallPolicyTest, KernelAppliesTheFilter) {
     errno = 0;
     if (syscall(SYS_getpriority, 77, 0) != -1 || errno != EXDEV) _exit(11);
     if (syscall(SYS_getpriority, PRIO_PROCESS, 0) < 0) _exit(12);  // other arguments pass
+    // The kernel reads `which` as an int: 77 with any upper half is still 77.
+    errno = 0;
+    if (syscall(SYS_getpriority, 0xabcd00000000 | 77, 0) != -1 || errno != EXDEV) _exit(14);
     syscall(SYS_getpriority, 78, 0);
     _exit(13);
   }

@@ -82,6 +82,11 @@ class Supervisor {
 
   // What was seen so far.
   virtual SyscallReport Report() const = 0;
+
+  // From now on no event goes to options.events (whose owner may be about to free it); returns
+  // once no call to it is in progress. For a supervisor that outlives its command's caller (the
+  // command's background processes live on).
+  virtual void StopEvents() = 0;
 };
 
 // OK when this kernel (and its configuration: Yama's ptrace_scope, a seccomp filter of our own)

@@ -87,7 +87,13 @@ void Monitor::Record(const SyscallEvent& event) {
     std::lock_guard<std::mutex> lock(mu_);
     builder_.Add(event);
   }
+  std::lock_guard<std::mutex> lock(events_mu_);
   if (options_.events != nullptr) options_.events->OnSyscallEvent(event);
+}
+
+void Monitor::StopEvents() {
+  std::lock_guard<std::mutex> lock(events_mu_);
+  options_.events = nullptr;
 }
 
 void Monitor::KillCommand(std::string why) {
@@ -128,8 +134,8 @@ Monitor::Decision Monitor::Decide(const seccomp_data& call, MemoryReader* mem) {
   e.rule = verdict.rule;
   Record(e);
   if (verdict.kind == Verdict::Kind::kKill) {
-    KillCommand(fmt::format("{} of process.syscalls{} killed the command at {}", e.action,
-                            verdict.rule >= 0 ? fmt::format("[{}]", verdict.rule) : "", e.syscall));
+    KillCommand(fmt::format("{} of {} killed the command at {}", e.action, RuleName(verdict.rule),
+                            e.syscall));
     return {Decision::What::kKill, EPERM};
   }
   return {Decision::What::kFail, verdict.errno_value};

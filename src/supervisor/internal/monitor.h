@@ -27,6 +27,7 @@ class Monitor : public Supervisor {
   absl::Status Attach(const Target& target) override;
   bool WaitDone(std::chrono::milliseconds timeout) override;
   SyscallReport Report() const override;
+  void StopEvents() override;
 
  protected:
   // What to do with a routed call.
@@ -64,6 +65,7 @@ class Monitor : public Supervisor {
 
   SupervisorOptions options_;
   std::thread thread_;
+  std::mutex events_mu_;  // held while options_.events is called or cleared
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

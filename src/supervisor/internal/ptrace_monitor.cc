@@ -10,6 +10,7 @@
 #include <sys/ptrace.h>
 #include <sys/wait.h>
 
+#include <cerrno>
 #include <cstring>
 
 #include "common/status.h"
@@ -111,7 +112,11 @@ void PtraceMonitor::HandleSeccompStop(pid_t tid) {
   std::memset(&info, 0, sizeof(info));
   long n = ::ptrace(PTRACE_GET_SYSCALL_INFO, tid, reinterpret_cast<void*>(sizeof(info)), &info);
   if (n <= 0 || info.op != PTRACE_SYSCALL_INFO_SECCOMP) {
-    Resume(tid, 0);
+    // Not resumed: a call we cannot read may be one to deny, and the kernel runs it once we
+    // let it go. The kill wakes it to die; a thread already gone (ESRCH) needs nothing.
+    if (n < 0 && errno == ESRCH) return;
+    Fail(fmt::format("read the stopped call of thread {}: {}", tid,
+                     n < 0 ? std::strerror(errno) : "not a seccomp stop"));
     return;
   }
   seccomp_data call = {};
