@@ -169,9 +169,18 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
   RETURN_IF_ERROR(sb->WaitReady(milliseconds(10000)),
                   fmt::format("start sandbox {}", sb->id_.value()));
   // A notify supervisor's listener must be installed before the profile (which refuses new
-  // listeners): its commands load the profile themselves, after the handshake.
+  // listeners): airlock-init then carries the profile without that one check, and its commands
+  // load the whole profile themselves, after the handshake.
   if (sb->syscall_policy_->mode() != spec::SupervisorMode::kNotify) {
-    RETURN_IF_ERROR(sb->FilterInit(milliseconds(10000)),
+    RETURN_IF_ERROR(sb->FilterInit(sb->seccomp_filter_, milliseconds(10000)),
+                    fmt::format("start sandbox {}", sb->id_.value()));
+    sb->init_filtered_ = true;
+  } else {
+    ASSIGN_OR_RETURN(
+        std::string init_filter,
+        internal::BuildSeccompFilter(sb->syscall_policy_->widened(), internal::Listeners::kAllowed),
+        "build seccomp filter");
+    RETURN_IF_ERROR(sb->FilterInit(init_filter, milliseconds(10000)),
                     fmt::format("start sandbox {}", sb->id_.value()));
   }
   sb->control_reader_ = std::thread([raw = sb.get()] { raw->ReadControl(); });
@@ -303,9 +312,9 @@ absl::Status NativeSandbox::WaitReady(milliseconds timeout) {
   return absl::OkStatus();
 }
 
-absl::Status NativeSandbox::FilterInit(milliseconds timeout) {
+absl::Status NativeSandbox::FilterInit(const std::string& filter, milliseconds timeout) {
   init::Writer w;
-  w.Bytes(seccomp_filter_);
+  w.Bytes(filter);
   if (int e = init::SendMessage(control_.get(), init::MessageType::kFilterSelf, w.data()); e != 0) {
     return ErrnoStatus(e, "send the seccomp filter to airlock-init");
   }
@@ -316,7 +325,6 @@ absl::Status NativeSandbox::FilterInit(milliseconds timeout) {
   int32_t filter_err = r.I32();
   if (!r.done()) return Internal("seccomp filter on airlock-init: malformed answer");
   if (filter_err != 0) return ErrnoStatus(filter_err, "seccomp filter on airlock-init");
-  init_filtered_ = true;
   return absl::OkStatus();
 }
 

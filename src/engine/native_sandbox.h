@@ -269,7 +269,7 @@ class NativeSandbox {
   absl::Status WaitReady(std::chrono::milliseconds timeout);
   // Has airlock-init put the profile filter on itself, so that commands inherit it instead of
   // loading it each (init/protocol.h, kFilterSelf). Before the control reader starts.
-  absl::Status FilterInit(std::chrono::milliseconds timeout);
+  absl::Status FilterInit(const std::string& filter, std::chrono::milliseconds timeout);
   absl::Status StartForwarder();
   // Has airlock-init start a process in `cgroup`, entered through `entry` (cgroup.OpenEntry(),
   // which may have been opened ahead of time); its pid in the sandbox. With `exit_slot`, the

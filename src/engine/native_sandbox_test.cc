@@ -370,6 +370,18 @@ TEST_P(NativeSandboxTest, KillRuleIsPolicyBlocked) {
   EXPECT_EQ(r.syscalls.error, "kill of process.syscalls[0] killed the command at mkdir");
 }
 
+// airlock-init (and the file-operation workers it forks) run under the profile in every mode;
+// under notify it is the profile less its listener check, which its commands add back.
+TEST_P(NativeSandboxTest, AirlockInitRunsUnderTheProfile) {
+  auto sandbox = TryCreate(TestSpec());
+  ASSERT_TRUE(sandbox.ok()) << sandbox.status();
+  auto status = ReadFile(fmt::format("/proc/{}/status", (*sandbox)->init_pid()));
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_NE(status->find("\nSeccomp:\t2\n"), std::string::npos) << *status;
+  EXPECT_NE(status->find("\nSeccomp_filters:\t1\n"), std::string::npos) << *status;
+  ASSERT_TRUE((*sandbox)->Destroy().ok());
+}
+
 TEST_P(NativeSandboxTest, RulesThatWouldLetAnAlwaysDeniedCallThroughAreRefused) {
   spec::SandboxSpec s = TestSpec();
   s.process.syscalls = {{{"read"}, {}, "allow"}, {{"bpf"}, {}, "allow"}};

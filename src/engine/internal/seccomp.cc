@@ -512,23 +512,25 @@ constexpr const char* kFiltered[] = {
     "ioctl", "clone", "unshare", "seccomp",  "personality", "socket", "open",    "openat",
     "creat", "chmod", "fchmod",  "fchmodat", "fchmodat2",   "mknod",  "mknodat", "prlimit64"};
 
-absl::StatusOr<std::string> Build(const std::vector<std::string>& widened);
+absl::StatusOr<std::string> Build(const std::vector<std::string>& widened, Listeners listeners);
 }  // namespace
 
 absl::StatusOr<std::string> BuildSeccompFilter() {
   // The default profile does not depend on the spec: compile it once per process.
-  static const absl::StatusOr<std::string>* filter = new absl::StatusOr<std::string>(Build({}));
+  static const absl::StatusOr<std::string>* filter =
+      new absl::StatusOr<std::string>(Build({}, Listeners::kRefused));
   return *filter;
 }
 
-absl::StatusOr<std::string> BuildSeccompFilter(const std::vector<std::string>& widened) {
-  if (widened.empty()) return BuildSeccompFilter();
+absl::StatusOr<std::string> BuildSeccompFilter(const std::vector<std::string>& widened,
+                                               Listeners listeners) {
+  if (widened.empty() && listeners == Listeners::kRefused) return BuildSeccompFilter();
   for (const std::string& name : widened) {
     if (TreatmentOf(name) != supervisor::ProfileTreatment::kNotAllowed) {
       return Internal(fmt::format("seccomp profile: {} cannot be widened", name));
     }
   }
-  return Build(widened);
+  return Build(widened, listeners);
 }
 
 supervisor::ProfileTreatment TreatmentOf(std::string_view name) {
@@ -547,7 +549,7 @@ supervisor::ProfileTreatment TreatmentOf(std::string_view name) {
 
 namespace {
 
-absl::StatusOr<std::string> Build(const std::vector<std::string>& widened) {
+absl::StatusOr<std::string> Build(const std::vector<std::string>& widened, Listeners listeners) {
   Ctx ctx(seccomp_init(SCMP_ACT_KILL_PROCESS));
   if (!ctx) return Internal("seccomp_init failed");
   // Anything not for the native architecture (int 0x80 on x86-64, x32) is killed.
@@ -571,7 +573,11 @@ absl::StatusOr<std::string> Build(const std::vector<std::string>& widened) {
   b.AllowWithoutFlags("unshare", 0, kUnshareNamespaceFlags);
   // A second seccomp listener would let sandboxed code supervise (and forge answers for) its
   // own children; plain filters can only restrict further and stay allowed.
-  b.AllowWithoutFlags("seccomp", 1, kSeccompNewListener);
+  if (listeners == Listeners::kRefused) {
+    b.AllowWithoutFlags("seccomp", 1, kSeccompNewListener);
+  } else {
+    b.Add(SCMP_ACT_ALLOW, "seccomp");
+  }
   // prlimit64 on the caller only (pid 0, what getrlimit and setrlimit use): the kernel lets a
   // process set the limits of any other of the same uid, airlock-init's among them.
   b.Add(SCMP_ACT_ALLOW, "prlimit64", {SCMP_A0_32(SCMP_CMP_EQ, 0)});

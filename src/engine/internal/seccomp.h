@@ -22,9 +22,15 @@ absl::StatusOr<std::string> BuildSeccompFilter();
 // work at run time. seccomp_test checks that both are the same program.
 std::string_view DefaultSeccompFilter();
 
+// Whether the profile lets a process create a seccomp user-notification listener. Only
+// airlock-init's, under a notify supervisor, does: each command installs the policy filter with
+// its listener before the whole profile (supervisor/policy.h, init/protocol.h).
+enum class Listeners { kRefused, kAllowed };
+
 // The same profile, also allowing `widened` (names it does not otherwise allow, for a syscall
 // policy that decides those calls itself: supervisor/policy.h). Built at each call.
-absl::StatusOr<std::string> BuildSeccompFilter(const std::vector<std::string>& widened);
+absl::StatusOr<std::string> BuildSeccompFilter(const std::vector<std::string>& widened,
+                                               Listeners listeners = Listeners::kRefused);
 
 // How the profile treats a system call, by name (for checking a syscall policy against it;
 // kFiltered: ioctl, clone, unshare, seccomp, personality, socket, and the calls that create or
