@@ -13,6 +13,7 @@
 #include "common/unique_fd.h"
 #include "fmt/format.h"
 #include "http/client.h"
+#include "http/server.h"
 
 namespace airlock::client {
 
@@ -253,17 +254,7 @@ std::string_view StageName(ImportProgress::Stage stage) {
   return "";
 }
 
-std::string UrlEncode(std::string_view s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += fmt::format("%{:02X}", c);
-    }
-  }
-  return out;
-}
+std::string UrlEncode(std::string_view s) { return http::PercentEncode(s); }
 
 Client::Client(ClientOptions options, std::unique_ptr<http::Client> http)
     : options_(std::move(options)), http_(std::move(http)) {}

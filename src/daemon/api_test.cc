@@ -357,6 +357,32 @@ TEST_F(DaemonApiTest, ExecRefusesPolicyBlockedCommands) {
   EXPECT_NE(polled.body.find("POLICY_BLOCKED"), std::string::npos) << polled.Describe();
 }
 
+// Attack: code in the sandbox names an artifact "r.txt\r\nContent-Length:
+// 13\r\n\r\nforged-bytes\n", so that its path, sent in X-Artifact-Path, ends the header block and a
+// forged body replaces the scanned one. The path goes out percent-encoded and the download is the
+// file's content.
+TEST_F(DaemonApiTest, AnArtifactsNameCannotSplitTheDownload) {
+  std::string id = NewSandbox();
+  ASSERT_FALSE(id.empty());
+  ApiResponse made = alice().Post(
+      Sb(id, "/exec"),
+      {{"argv",
+        {"sh", "-c",
+         "mkdir -p /sandbox/artifacts && printf 'clean\\n' > \"/sandbox/artifacts/$(printf "
+         "'r.txt\\r\\nContent-Length: 13\\r\\n\\r\\nforged-bytes\\n.')\""}}});
+  ASSERT_EQ(made.json.value("exit_code", -1), 0) << made.Describe();
+  ApiResponse c = alice().Post(Sb(id, "/artifacts:collect"), json::object());
+  ASSERT_EQ(c.status, 200) << c.Describe();
+  ASSERT_EQ(c.json["files"].size(), 1u) << c.Describe();
+  EXPECT_EQ(c.json["files"][0]["path"],
+            "/sandbox/artifacts/r.txt\r\nContent-Length: 13\r\n\r\nforged-bytes\n.");
+  std::string aid = c.json["files"][0].value("artifact_id", "");
+  ASSERT_FALSE(aid.empty()) << c.Describe();
+  ApiResponse down = alice().Get(Sb(id, "/artifacts/" + aid));
+  ASSERT_EQ(down.status, 200) << down.Describe();
+  EXPECT_EQ(down.body, "clean\n");
+}
+
 // Artifacts: released files can be listed and downloaded byte for byte; never-leave files are
 // refused; a secret in one file quarantines it, blocks the collection (nothing else released)
 // and leaves a policy_blocked event; a quarantined artifact is never downloadable.

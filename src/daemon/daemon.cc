@@ -547,7 +547,9 @@ class Daemon::Impl {
               co_return;
             }
             std::vector<std::pair<std::string, std::string>> headers = {
-                {"X-Artifact-Path", read->first.path}, {"X-Artifact-Sha256", read->first.sha256}};
+                // The path is the sandbox's choice of name: percent-encoded, "/" kept.
+                {"X-Artifact-Path", http::PercentEncode(read->first.path, "/")},
+                {"X-Artifact-Sha256", read->first.sha256}};
             co_await ex.Respond(200, "application/octet-stream", std::move(read->second),
                                 std::move(headers));
           });

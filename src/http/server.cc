@@ -2,6 +2,7 @@
 
 #include <array>
 #include <atomic>
+#include <cctype>
 #include <exception>
 #include <limits>
 #include <mutex>
@@ -95,6 +96,40 @@ std::optional<std::string> PercentDecode(std::string_view s, bool plus_is_space)
   }
   return out;
 }
+
+std::string PercentEncode(std::string_view s, std::string_view keep) {
+  std::string out;
+  out.reserve(s.size());
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~' ||
+        keep.find(static_cast<char>(c)) != std::string_view::npos) {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out += fmt::format("%{:02X}", c);
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// A header value as sent: control characters (CR and LF above all, which would end the header
+// and let the value write headers or a body of its own) become %XX. Handlers encode what they
+// put in headers; this is the last line of defence against one that did not.
+std::string HeaderValue(std::string_view v) {
+  std::string out;
+  out.reserve(v.size());
+  for (unsigned char c : v) {
+    if (c < 0x20 || c == 0x7f) {
+      out += fmt::format("%{:02X}", c);
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 std::optional<std::string> Request::Query(std::string_view name) const {
   for (const auto& [k, v] : query) {
@@ -575,7 +610,7 @@ asio::awaitable<void> Exchange::Respond(int status, std::string_view content_typ
   res.set(bhttp::field::server, "airlockd");
   res.set(bhttp::field::content_type, beast::string_view(content_type.data(), content_type.size()));
   res.set("X-Request-Id", req_.request_id);
-  for (const auto& [k, v] : headers) res.set(k, v);
+  for (const auto& [k, v] : headers) res.set(k, HeaderValue(v));
   res.body() = std::move(body);
   res.prepare_payload();
   co_await conn_->WriteResponse(res);
@@ -616,7 +651,7 @@ asio::awaitable<bool> Exchange::BeginStream(
   res.set(bhttp::field::content_type, beast::string_view(content_type.data(), content_type.size()));
   res.set(bhttp::field::cache_control, "no-cache");
   res.set("X-Request-Id", req_.request_id);
-  for (const auto& [k, v] : headers) res.set(k, v);
+  for (const auto& [k, v] : headers) res.set(k, HeaderValue(v));
   co_return co_await conn_->WriteStreamHead(res);
 }
 

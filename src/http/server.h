@@ -205,6 +205,10 @@ asio::awaitable<std::invoke_result_t<F>> RunBlocking(asio::any_io_executor execu
 // "a%20b" -> "a b"; nullopt for a malformed escape or an encoded NUL.
 std::optional<std::string> PercentDecode(std::string_view s, bool plus_is_space);
 
+// "a b/c" -> "a%20b%2Fc": every byte but ASCII letters, digits, "-._~" and those in `keep` as
+// %XX (upper-case hex).
+std::string PercentEncode(std::string_view s, std::string_view keep = "");
+
 }  // namespace airlock::http
 
 #endif  // AIRLOCK_HTTP_SERVER_H_

@@ -92,6 +92,29 @@ TEST(PercentDecodeTest, DecodesAndRefuses) {
   EXPECT_EQ(PercentDecode("a%00b", false), std::nullopt);
 }
 
+TEST(PercentEncodeTest, EncodesAllButUnreservedAndKept) {
+  EXPECT_EQ(PercentEncode("a b/c~d.e_f-g"), "a%20b%2Fc~d.e_f-g");
+  EXPECT_EQ(PercentEncode("/x/\r\n\xc3\xa9", "/"), "/x/%0D%0A%C3%A9");
+  EXPECT_EQ(PercentDecode(PercentEncode("any\x01thing %/"), false), "any\x01thing %/");
+}
+
+// A handler that puts a value with CR LF in a header cannot end the header block: the control
+// characters go out as %XX, in that header.
+TEST_F(ServerTest, AHeaderValueCannotSplitTheResponse) {
+  Router r;
+  r.Add(verb::get, "/v1/h", [](Exchange& ex) -> asio::awaitable<void> {
+    std::vector<std::pair<std::string, std::string>> headers;
+    headers.emplace_back("X-Name", "a\r\nContent-Length: 6\r\n\r\nforged");
+    co_await ex.Respond(200, "text/plain", "real", std::move(headers));
+  });
+  Start(std::move(r));
+  std::string out = Raw("GET /v1/h HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k1\r\n\r\n");
+  EXPECT_NE(out.find("X-Name: a%0D%0AContent-Length: 6%0D%0A%0D%0Aforged\r\n"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("Content-Length: 4\r\n"), std::string::npos) << out;
+  EXPECT_TRUE(out.ends_with("\r\n\r\nreal")) << out;
+}
+
 TEST_F(ServerTest, RoutesCaptureParamsAndQueries) {
   Start(EchoRouter());
   auto r = client_->Send(verb::get, "/v1/things/sb-42?q=a%20b&x=1");
