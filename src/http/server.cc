@@ -376,6 +376,10 @@ bool Connection::BuildRequest(const bhttp::request<bhttp::empty_body>& head, Req
 
 asio::awaitable<void> Connection::Run() {
   const ServerOptions& opt = server_->options();
+  // The read buffer holds a request head, or a little more than one read's worth of body; its
+  // bound also caps what the parser must hold at once for a chunk's header line (extensions)
+  // or trailers, which Beast's own limits do not count.
+  buffer_.max_size(opt.max_header_bytes + (64 << 10));
   bool first = true;
   for (;;) {
     head_parser_.emplace();
