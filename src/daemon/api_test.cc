@@ -53,9 +53,13 @@ std::string Sb(const std::string& id, std::string_view rest = "") {
 
 class DaemonApiTest : public ::testing::Test {
  protected:
+  // Where the tests' repositories are: the daemon's only --git-local-root.
+  static constexpr const char* kRepoRoot = "/tmp/airlock-api-repos";
+
   static void SetUpTestSuite() {
     if (::geteuid() != 0) return;
-    auto d = TestDaemon::Start();
+    ::mkdir(kRepoRoot, 0700);
+    auto d = TestDaemon::Start({.extra_args = {"--git-local-root", kRepoRoot}});
     ASSERT_TRUE(d.ok()) << d.status();
     daemon_ = d->release();
     auto a = daemon_->CreateKey("alice");
@@ -452,17 +456,42 @@ TEST_F(DaemonApiTest, ArtifactsCollectListDownloadAndQuarantine) {
   EXPECT_EQ(sb.json["state"], "Running") << "collection returns the sandbox to Running";
 }
 
+// Attack: a caller names a repository it has no business reading (another sandbox's workspace,
+// any path on the node), a URL the daemon would fetch with the node's network, or a commit that
+// git would read as an option. Only https:// without credentials, or a path beneath the node's
+// --git-local-root, is taken; the rest is 422 naming the field, and nothing is cloned.
+TEST_F(DaemonApiTest, WorkspaceRepoIsHttpsOrBeneathALocalRoot) {
+  auto create = [&](const std::string& repo, const std::string& commit) {
+    return alice().Post(
+        "/v1/sandboxes",
+        {{"spec", json::object()}, {"workspace", {{"git", {{"repo", repo}, {"commit", commit}}}}}});
+  };
+  ExpectError(create("/etc", "HEAD"), 422, "invalid_argument",
+              "workspace.git.repo: /etc is not beneath a --git-local-root");
+  ExpectError(create(std::string(kRepoRoot) + "/../../etc", "HEAD"), 422, "invalid_argument",
+              "is not beneath a --git-local-root");
+  ExpectError(create("file:///var/lib", "HEAD"), 422, "invalid_argument",
+              "is not beneath a --git-local-root");
+  ExpectError(create("http://127.0.0.1:1/x.git", "HEAD"), 422, "invalid_argument",
+              "neither an https:// URL nor an absolute path");
+  ExpectError(create("ext::sh -c id", "HEAD"), 422, "invalid_argument", "workspace.git.repo");
+  ExpectError(create("https://user:token@example.com/r.git", "HEAD"), 422, "invalid_argument",
+              "credentials in the URL are refused");
+  ExpectError(create(std::string(kRepoRoot) + "/any", "--output=/tmp/x"), 422, "invalid_argument",
+              "workspace.git.commit");
+}
+
 // The workspace diff: a fresh clone at the pinned commit, changed in the sandbox; the diff is
 // made inside the sandbox, covers modified and untracked files, and applies to the base commit.
 TEST_F(DaemonApiTest, WorkspaceDiffAgainstThePinnedCommit) {
-  char tmpl[] = "/tmp/airlock-api-repo-XXXXXX";
+  char tmpl[] = "/tmp/airlock-api-repos/repo-XXXXXX";
   std::string repo = ::mkdtemp(tmpl);
   std::string setup = fmt::format(
       "cd {} && git init -q && echo one > a.txt && git add a.txt && git -c user.email=t@t "
-      "-c user.name=t commit -qm base && git rev-parse HEAD > ../{}.head",
-      repo, repo.substr(5));
+      "-c user.name=t commit -qm base && git rev-parse HEAD > {}.head",
+      repo, repo);
   ASSERT_EQ(std::system(setup.c_str()), 0);
-  std::string head = ReadFile(repo + "/../" + repo.substr(5) + ".head").value_or("");
+  std::string head = ReadFile(repo + ".head").value_or("");
   head = head.substr(0, head.find('\n'));
   std::string id = NewSandbox(
       {{"spec", json::object()}, {"workspace", {{"git", {{"repo", repo}, {"commit", head}}}}}});

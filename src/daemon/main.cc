@@ -95,6 +95,9 @@ int Main(int argc, char** argv) {
   app.add_option("--max-file-bytes", o.manager.max_file_bytes,
                  "Largest file upload or download in bytes (1 GiB)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--git-local-root", o.manager.git_local_roots,
+                 "A directory whose repositories workspace.git.repo may name by path "
+                 "(repeatable; without one, only https:// URLs)");
 
   CLI::App* admin = app.add_subcommand("admin", "Administration");
   CLI::App* create_key = admin->add_subcommand("create-key", "Create an API key and print it");

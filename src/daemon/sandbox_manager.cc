@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <climits>
 #include <cstring>
 #include <filesystem>
 #include <thread>
@@ -40,6 +42,61 @@ const Logger& Log() {
 }
 
 milliseconds Ms(absl::Duration d) { return milliseconds(absl::ToInt64Milliseconds(d)); }
+
+// workspace.git checked: the repository as git is to be given it (a local path resolved), or
+// InvalidArgument naming the field. git runs on the host, as the daemon's user and with its
+// network: only https:// without credentials (which would reach the process list, the log and
+// the audit trail), or a repository beneath a root the operator opened.
+absl::StatusOr<std::string> CheckGitSource(const WorkspaceSource& w,
+                                           const std::vector<std::string>& roots) {
+  if (w.repo.empty() || w.commit.empty()) {
+    return InvalidArgument("workspace.git: repo and commit are both required");
+  }
+  const bool commit_ok = w.commit.size() <= 256 && w.commit.front() != '-' &&
+                         std::all_of(w.commit.begin(), w.commit.end(), [](unsigned char c) {
+                           return std::isalnum(c) || c == '.' || c == '_' || c == '/' || c == '-';
+                         });
+  if (!commit_ok) {
+    return InvalidArgument(
+        "workspace.git.commit: a commit hash or a ref name (letters, digits, '.', '_', '/' and "
+        "'-', not starting with '-')");
+  }
+  if (std::any_of(w.repo.begin(), w.repo.end(),
+                  [](unsigned char c) { return c < 0x20 || c == 0x7f; })) {
+    return InvalidArgument("workspace.git.repo: control characters");
+  }
+  if (w.repo.starts_with("https://")) {
+    std::string_view rest = std::string_view(w.repo).substr(8);
+    std::string_view authority = rest.substr(0, rest.find_first_of("/?#"));
+    if (authority.empty()) return InvalidArgument("workspace.git.repo: no host in the URL");
+    if (authority.find('@') != std::string_view::npos) {
+      return InvalidArgument(
+          "workspace.git.repo: credentials in the URL are refused (they would reach the process "
+          "list, the log and the audit trail)");
+    }
+    return w.repo;
+  }
+  std::string path = w.repo.starts_with("file://") ? w.repo.substr(7) : w.repo;
+  if (!path.starts_with("/")) {
+    return InvalidArgument(fmt::format(
+        "workspace.git.repo: {:?} is neither an https:// URL nor an absolute path", w.repo));
+  }
+  // Resolved first, so that neither ".." nor a symlink leads out of a root; a path that does not
+  // resolve gets the same answer as one outside every root.
+  char real[PATH_MAX];
+  if (::realpath(path.c_str(), real) != nullptr) {
+    for (const std::string& root : roots) {
+      char root_real[PATH_MAX];
+      if (::realpath(root.c_str(), root_real) == nullptr) continue;
+      std::string_view r(root_real), p(real);
+      if (p == r || (p.starts_with(r) && (r == "/" || p[r.size()] == '/')))
+        return std::string(real);
+    }
+  }
+  return InvalidArgument(
+      fmt::format("workspace.git.repo: {} is not beneath a --git-local-root of this node{}", path,
+                  roots.empty() ? " (it has none: use an https:// URL)" : ""));
+}
 
 const std::vector<SandboxState> kLiveStates = {SandboxState::kAllocating,
                                                SandboxState::kPreparingImage,
@@ -288,8 +345,10 @@ absl::StatusOr<store::CreateResult> SandboxManager::Create(const Caller& caller,
     return InvalidArgument(fmt::format("ttl_seconds: must be between 1 and {}",
                                        absl::ToInt64Seconds(options_.max_ttl)));
   }
-  if (request.workspace && (request.workspace->repo.empty() || request.workspace->commit.empty())) {
-    return InvalidArgument("workspace.git: repo and commit are both required");
+  CreateRequest checked = request;
+  if (checked.workspace) {
+    ASSIGN_OR_RETURN(checked.workspace->repo,
+                     CheckGitSource(*checked.workspace, options_.git_local_roots));
   }
   store::NewSandbox n;
   n.owner = caller.key;
@@ -310,7 +369,7 @@ absl::StatusOr<store::CreateResult> SandboxManager::Create(const Caller& caller,
   RETURN_IF_ERROR(CheckRoom());
   ASSIGN_OR_RETURN(store::CreateResult created, store_->CreateSandbox(n));
   if (!created.created) return AfterCreate(std::move(created));
-  RETURN_IF_ERROR(StartOrFail(created.sandbox, s, request, caller.actor));
+  RETURN_IF_ERROR(StartOrFail(created.sandbox, s, checked, caller.actor));
   ASSIGN_OR_RETURN(created.sandbox, store_->GetSandbox(created.sandbox.id));
   return created;
 }
@@ -399,8 +458,10 @@ absl::Status SandboxManager::PrepareWorkspace(const SandboxId& id, const Workspa
   // A fresh clone at the pinned commit: never the caller's own checkout, no hooks, no checkout
   // until the commit is pinned.
   RETURN_IF_ERROR(
-      RunTool({"git", "-c", "core.hooksPath=/dev/null", "-c", "protocol.file.allow=always", "clone",
-               "--quiet", "--no-checkout", "--no-hardlinks", "--", source.repo, dir},
+      RunTool({"git", "-c", "core.hooksPath=/dev/null", "-c", "protocol.allow=never", "-c",
+               source.repo.starts_with("https://") ? "protocol.https.allow=always"
+                                                   : "protocol.file.allow=always",
+               "clone", "--quiet", "--no-checkout", "--no-hardlinks", "--", source.repo, dir},
               &out, timeout),
       "git clone");
   out.clear();

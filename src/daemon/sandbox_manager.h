@@ -45,6 +45,11 @@ struct ManagerOptions {
   std::string shim_bin;     // airlock-shim
   std::string cgroup_base;  // default "airlock/<node>"
   netproxy::OperatorPolicy operator_policy;
+  // Directories whose repositories workspace.git.repo may name by path (airlockd
+  // --git-local-root). Empty: only https:// URLs. git runs on the host as the daemon's user, so a
+  // path anywhere would let any caller clone another sandbox's workspace or any repository on the
+  // node.
+  std::vector<std::string> git_local_roots;
   // Tests: names the sandboxes' egress proxies resolve without DNS (and nothing else).
   std::map<std::string, std::vector<std::string>> proxy_hosts;
 
@@ -77,7 +82,9 @@ struct Caller {
 };
 
 struct WorkspaceSource {
-  std::string repo;    // a path on the daemon's host or a git URL
+  // An https:// URL without credentials, or a path (or file:// URL) beneath one of the
+  // operator's ManagerOptions::git_local_roots.
+  std::string repo;
   std::string commit;  // the pinned base commit (a full or abbreviated hash, or a ref)
 };
 
