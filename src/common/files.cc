@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <functional>
 
 #include "common/ids.h"
 #include "common/status.h"
@@ -110,53 +111,141 @@ absl::Status MakeDirs(const std::string& path, int mode) {
 
 namespace {
 
-absl::Status RemoveAt(int parent_fd, const char* name, dev_t dev, const std::string& shown) {
-  struct stat st;
-  if (::fstatat(parent_fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-    if (errno == ENOENT) return absl::OkStatus();
-    return ErrnoStatus(errno, fmt::format("stat {}", shown));
-  }
-  if (!S_ISDIR(st.st_mode)) {
-    if (::unlinkat(parent_fd, name, 0) != 0 && errno != ENOENT) {
-      return ErrnoStatus(errno, fmt::format("unlink {}", shown));
-    }
-    return absl::OkStatus();
-  }
-  if (st.st_dev != dev) {
-    return FailedPrecondition(fmt::format("remove {}: is a mount point", shown));
-  }
-  UniqueFd dir(::openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!dir) return ErrnoStatus(errno, fmt::format("open {}", shown));
-  int dup_fd = ::dup(dir.get());
+// One directory on the way down from the root being removed.
+struct RemovalFrame {
+  ino_t ino = 0;
+  std::string name;                  // in its parent ("" for the root)
+  std::vector<std::string> subdirs;  // its subdirectories still to remove
+};
+
+// "root/a/b/name", for messages only.
+std::string Shown(const std::string& root, const std::vector<RemovalFrame>& frames,
+                  std::string_view name = {}) {
+  std::string out = root;
+  for (size_t i = 1; i < frames.size(); ++i) out += "/" + frames[i].name;
+  if (!name.empty()) out += fmt::format("/{}", name);
+  return out;
+}
+
+// Unlinks every entry of `dir` that is not a directory and returns the names of those that are.
+absl::StatusOr<std::vector<std::string>> UnlinkFilesIn(int dir, absl::Status* first_error,
+                                                       const std::function<std::string()>& shown) {
+  int dup_fd = ::dup(dir);
   if (dup_fd < 0) return ErrnoStatus(errno, "dup");
   DIR* d = ::fdopendir(dup_fd);
   if (d == nullptr) {
     ::close(dup_fd);
-    return ErrnoStatus(errno, fmt::format("opendir {}", shown));
+    return ErrnoStatus(errno, fmt::format("opendir {}", shown()));
   }
-  absl::Status status;
+  ::rewinddir(d);
+  std::vector<std::string> subdirs;
   while (struct dirent* e = ::readdir(d)) {
     std::string_view n(e->d_name);
     if (n == "." || n == "..") continue;
-    status.Update(RemoveAt(dir.get(), e->d_name, dev, fmt::format("{}/{}", shown, n)));
+    if (e->d_type == DT_DIR) {
+      subdirs.emplace_back(n);
+    } else if (::unlinkat(dir, e->d_name, 0) != 0 && errno != ENOENT) {
+      if (errno == EISDIR) {  // d_type unknown to this file system
+        subdirs.emplace_back(n);
+      } else {
+        first_error->Update(ErrnoStatus(errno, fmt::format("unlink {}/{}", shown(), n)));
+      }
+    }
   }
   ::closedir(d);
-  if (!status.ok()) return status;
-  if (::unlinkat(parent_fd, name, AT_REMOVEDIR) != 0 && errno != ENOENT) {
-    return ErrnoStatus(errno, fmt::format("rmdir {}", shown));
-  }
-  return absl::OkStatus();
+  return subdirs;
 }
 
 }  // namespace
 
+// Depth first with one directory open at a time: the way back up is "..", checked against the
+// inode recorded on the way down, so memory grows with the number of directories waiting, not
+// with the square of the depth, and no depth runs the stack or the descriptors out (a sandbox
+// chooses the shape of its workspace).
 absl::Status RemoveTree(const std::string& path) {
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0) {
     if (errno == ENOENT) return absl::OkStatus();
     return ErrnoStatus(errno, fmt::format("stat {}", path));
   }
-  return RemoveAt(AT_FDCWD, path.c_str(), st.st_dev, path);
+  if (!S_ISDIR(st.st_mode)) {
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+      return ErrnoStatus(errno, fmt::format("unlink {}", path));
+    }
+    return absl::OkStatus();
+  }
+  const dev_t dev = st.st_dev;
+  UniqueFd cur(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!cur) return ErrnoStatus(errno, fmt::format("open {}", path));
+  std::vector<RemovalFrame> frames;
+  absl::Status first_error;
+  auto shown = [&] { return Shown(path, frames); };
+  frames.push_back({st.st_ino, "", {}});
+  ASSIGN_OR_RETURN(frames.back().subdirs, UnlinkFilesIn(cur.get(), &first_error, shown));
+  for (;;) {
+    RemovalFrame& top = frames.back();
+    if (!top.subdirs.empty()) {
+      std::string name = std::move(top.subdirs.back());
+      top.subdirs.pop_back();
+      struct stat sub;
+      if (::fstatat(cur.get(), name.c_str(), &sub, AT_SYMLINK_NOFOLLOW) != 0) {
+        if (errno != ENOENT) {
+          first_error.Update(ErrnoStatus(errno, fmt::format("stat {}", Shown(path, frames, name))));
+        }
+        continue;
+      }
+      if (!S_ISDIR(sub.st_mode)) {  // replaced meanwhile
+        if (::unlinkat(cur.get(), name.c_str(), 0) != 0 && errno != ENOENT) {
+          first_error.Update(
+              ErrnoStatus(errno, fmt::format("unlink {}", Shown(path, frames, name))));
+        }
+        continue;
+      }
+      if (sub.st_dev != dev) {
+        first_error.Update(FailedPrecondition(
+            fmt::format("remove {}: is a mount point", Shown(path, frames, name))));
+        continue;
+      }
+      UniqueFd child(
+          ::openat(cur.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (!child) {
+        first_error.Update(ErrnoStatus(errno, fmt::format("open {}", Shown(path, frames, name))));
+        continue;
+      }
+      frames.push_back({sub.st_ino, std::move(name), {}});
+      absl::StatusOr<std::vector<std::string>> subdirs =
+          UnlinkFilesIn(child.get(), &first_error, shown);
+      if (!subdirs.ok()) {
+        first_error.Update(subdirs.status());
+        frames.pop_back();
+        continue;
+      }
+      frames.back().subdirs = *std::move(subdirs);
+      cur = std::move(child);
+      continue;
+    }
+    // `top` is empty (or holds what could not be removed): remove it from its parent.
+    if (frames.size() == 1) break;
+    UniqueFd parent(::openat(cur.get(), "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    struct stat pst;
+    if (!parent || ::fstat(parent.get(), &pst) != 0 || pst.st_dev != dev ||
+        pst.st_ino != frames[frames.size() - 2].ino) {
+      return first_error.ok()
+                 ? Internal(fmt::format("remove {}: the tree moved while it was removed", shown()))
+                 : first_error;
+    }
+    if (::unlinkat(parent.get(), top.name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
+      first_error.Update(ErrnoStatus(errno, fmt::format("rmdir {}", shown())));
+    }
+    frames.pop_back();
+    cur = std::move(parent);
+  }
+  cur.Reset();
+  if (!first_error.ok()) return first_error;
+  if (::rmdir(path.c_str()) != 0 && errno != ENOENT) {
+    return ErrnoStatus(errno, fmt::format("rmdir {}", path));
+  }
+  return absl::OkStatus();
 }
 
 std::vector<int> OpenFds(pid_t pid) {
