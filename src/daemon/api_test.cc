@@ -923,6 +923,44 @@ TEST(DaemonLimitsTest, UploadPastTheFileLimitIs413) {
               "big");
 }
 
+// Attack: one key keeps long requests running (commands that sleep, whose clients may already
+// have left) to take every worker from the other keys. Beyond --max-long-requests-per-key its
+// next long request is 429; another key's commands, and everyone's quick requests, go on.
+TEST(DaemonLimitsTest, OneKeyCannotTakeEveryWorker) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root: airlockd runs sandboxes";
+  auto d = TestDaemon::Start({.extra_args = {"--max-long-requests-per-key", "2"}});
+  ASSERT_TRUE(d.ok()) << d.status();
+  auto a = (*d)->CreateKey("greedy");
+  auto b = (*d)->CreateKey("other");
+  ASSERT_TRUE(a.ok() && b.ok());
+  Api greedy(d->get(), *a), other(d->get(), *b);
+  std::string mine = greedy.CreateSandbox();
+  std::string theirs = other.CreateSandbox();
+  ASSERT_FALSE(mine.empty());
+  ASSERT_FALSE(theirs.empty());
+  auto sleep_in = [](Api& api, const std::string& id) {
+    return api.Post(fmt::format("/v1/sandboxes/{}/exec", id), {{"argv", {"sleep", "3"}}});
+  };
+  std::vector<std::thread> holders;
+  std::atomic<int> done_ok{0};
+  for (int i = 0; i < 2; ++i) {
+    holders.emplace_back([&] {
+      if (sleep_in(greedy, mine).status == 200) ++done_ok;
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));  // both are running
+  ExpectError(sleep_in(greedy, mine), 429, "resource_exhausted", "2 long requests");
+  ApiResponse theirs_ran = other.Post(fmt::format("/v1/sandboxes/{}/exec", theirs),
+                                      {{"argv", {"echo", "still served"}}});
+  EXPECT_EQ(theirs_ran.json.value("stdout_preview", ""), "still served\n") << theirs_ran.Describe();
+  EXPECT_EQ(greedy.Get(fmt::format("/v1/sandboxes/{}", mine)).status, 200);
+  for (std::thread& t : holders) t.join();
+  EXPECT_EQ(done_ok.load(), 2);
+  // The slots come back when the requests end.
+  EXPECT_EQ(greedy.Post(fmt::format("/v1/sandboxes/{}/exec", mine), {{"argv", {"true"}}}).status,
+            200);
+}
+
 // ---- faults ----
 
 bool IsSleep(pid_t pid) {

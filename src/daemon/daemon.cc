@@ -5,6 +5,7 @@
 
 #include <climits>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -143,12 +144,62 @@ absl::StatusOr<int> SignalFromJson(const json& v) {
   return InvalidArgument("signal: expected a signal name (TERM, KILL, INT, ...) or number");
 }
 
+// Long requests (a command run to its end, a stream, a file transfer, a sandbox's start, an
+// artifact collection) hold a worker for as long as they last. One key holds at most `per_key`
+// of them at once, so that no caller can take every worker from the others.
+class LongSlots {
+ public:
+  explicit LongSlots(int per_key) : per_key_(per_key) {}
+
+  // Held until the last copy goes (work that outlives its request keeps one).
+  class Slot {
+   public:
+    Slot(LongSlots* owner, std::string key) : owner_(owner), key_(std::move(key)) {}
+    ~Slot() { owner_->Release(key_); }
+    Slot(const Slot&) = delete;
+    Slot& operator=(const Slot&) = delete;
+
+   private:
+    LongSlots* owner_;
+    std::string key_;
+  };
+
+  // ResourceExhausted (429) when `key` holds all of its slots.
+  absl::StatusOr<std::shared_ptr<Slot>> Take(const std::string& key) {
+    std::lock_guard lock(mu_);
+    int& held = held_[key];
+    if (held >= per_key_) {
+      return ResourceExhausted(
+          fmt::format("this API key already has {} long requests running (commands, streams, file "
+                      "transfers, sandbox starts); retry when one has ended",
+                      per_key_));
+    }
+    ++held;
+    return std::make_shared<Slot>(this, key);
+  }
+
+ private:
+  void Release(const std::string& key) {
+    std::lock_guard lock(mu_);
+    if (--held_[key] == 0) held_.erase(key);
+  }
+
+  const int per_key_;
+  std::mutex mu_;
+  std::map<std::string, int> held_;
+};
+
 }  // namespace
 
 class Daemon::Impl {
  public:
   explicit Impl(DaemonOptions options)
-      : options_(std::move(options)), pool_(static_cast<size_t>(options_.worker_threads)) {}
+      : options_(std::move(options)),
+        long_slots_(options_.max_long_requests_per_key > 0
+                        ? options_.max_long_requests_per_key
+                        : std::max(1, options_.worker_threads / 2)),
+        pool_(static_cast<size_t>(options_.worker_threads)),
+        long_pool_(static_cast<size_t>(options_.worker_threads)) {}
 
   ~Impl() {
     {
@@ -161,6 +212,7 @@ class Daemon::Impl {
     // context: stop the server, let that work end, and only then destroy the context.
     if (server_) server_->Stop();
     pool_.join();
+    long_pool_.join();
     // No create runs any more: the sandboxes still waiting in the warm pool go.
     if (manager_) manager_->StopWarmPool();
     server_.reset();
@@ -266,6 +318,35 @@ class Daemon::Impl {
   template <typename F>
   auto Blocking(F f) {
     return http::RunBlocking(pool_.get_executor(), std::move(f));
+  }
+
+  // Runs `f` on the pool of long work (LongSlots); the caller holds a slot.
+  template <typename F>
+  auto LongBlocking(F f) {
+    return http::RunBlocking(long_pool_.get_executor(), std::move(f));
+  }
+
+  // A long-request slot of the caller's, or null after answering 429.
+  asio::awaitable<std::shared_ptr<LongSlots::Slot>> TakeLongSlot(Exchange& ex) {
+    absl::StatusOr<std::shared_ptr<LongSlots::Slot>> slot = long_slots_.Take(ex.principal());
+    if (!slot.ok()) {
+      co_await ex.RespondError(slot.status());
+      co_return nullptr;
+    }
+    co_return *std::move(slot);
+  }
+
+  // Answers with the JSON `f` returns (or its error); `f` is long work (LongSlots).
+  template <typename F>
+  asio::awaitable<void> AnswerLong(Exchange& ex, int status, F f) {
+    std::shared_ptr<LongSlots::Slot> slot = co_await TakeLongSlot(ex);
+    if (!slot) co_return;
+    absl::StatusOr<json> r = co_await LongBlocking(std::move(f));
+    if (!r.ok()) {
+      co_await ex.RespondError(r.status());
+    } else {
+      co_await ex.RespondJson(status, *r);
+    }
   }
 
   // Answers with the JSON `f` returns (or its error).
@@ -518,13 +599,13 @@ class Daemon::Impl {
             }
             Caller c = CallerOf(ex);
             SandboxId id = IdOf(ex);
-            co_await Answer(ex, 200, [&] { return manager_->CollectArtifacts(c, id, req); });
+            co_await AnswerLong(ex, 200, [&] { return manager_->CollectArtifacts(c, id, req); });
           });
     r.Add(Verb::post, "/v1/sandboxes/{id}/workspace:diff",
           [this](Exchange& ex) -> asio::awaitable<void> {
             Caller c = CallerOf(ex);
             SandboxId id = IdOf(ex);
-            co_await Answer(ex, 200, [&] { return manager_->WorkspaceDiff(c, id); });
+            co_await AnswerLong(ex, 200, [&] { return manager_->WorkspaceDiff(c, id); });
           });
     r.Add(Verb::get, "/v1/sandboxes/{id}/artifacts", [this](Exchange& ex) -> asio::awaitable<void> {
       Caller c = CallerOf(ex);
@@ -591,8 +672,10 @@ class Daemon::Impl {
       co_return;
     }
     Caller c = CallerOf(ex);
+    std::shared_ptr<LongSlots::Slot> slot = co_await TakeLongSlot(ex);
+    if (!slot) co_return;
     absl::StatusOr<store::CreateResult> created =
-        co_await Blocking([&] { return manager_->Create(c, req); });
+        co_await LongBlocking([&] { return manager_->Create(c, req); });
     if (!created.ok()) {
       co_await ex.RespondError(created.status());
       co_return;
@@ -679,7 +762,7 @@ class Daemon::Impl {
       co_return;
     }
     if (!stream) {
-      co_await Answer(ex, 200, [&]() -> absl::StatusOr<json> {
+      co_await AnswerLong(ex, 200, [&]() -> absl::StatusOr<json> {
         ASSIGN_OR_RETURN(CommandResult r, manager_->Exec(c, id, req));
         return ToJson(r);
       });
@@ -725,9 +808,11 @@ class Daemon::Impl {
   // only; the work goes on.
   using StreamWork = std::function<absl::StatusOr<json>(const FrameSink&)>;
   asio::awaitable<void> StreamFrom(Exchange& ex, StreamWork work) {
+    std::shared_ptr<LongSlots::Slot> slot = co_await TakeLongSlot(ex);
+    if (!slot) co_return;
     auto q = std::make_shared<http::StreamQueue<std::string>>(ex.executor(), 256);
     std::string request_id = ex.request().request_id;
-    asio::post(pool_, [q, work = std::move(work), request_id] {
+    asio::post(long_pool_, [q, work = std::move(work), request_id, slot] {
       absl::StatusOr<json> r = work([q](const ExecFrame& f) { return q->Push(SseFrame(f)); });
       q->Push(r.ok() ? Sse("result", *r) : Sse("error", http::ErrorBody(r.status(), request_id)));
       q->Close();
@@ -749,8 +834,10 @@ class Daemon::Impl {
       co_await ex.RespondError(info.status());
       co_return;
     }
+    std::shared_ptr<LongSlots::Slot> slot = co_await TakeLongSlot(ex);
+    if (!slot) co_return;
     auto q = std::make_shared<http::StreamQueue<std::string>>(ex.executor(), 16);
-    asio::post(pool_, [this, q, c, id, path] {
+    asio::post(long_pool_, [this, q, c, id, path, slot] {
       absl::StatusOr<json> r = manager_->ReadFile(
           c, id, path, [q](std::string_view data) { return q->Push(std::string(data)); });
       if (!r.ok())
@@ -779,8 +866,10 @@ class Daemon::Impl {
       mode = static_cast<uint32_t>(v);
     }
     // The body goes to the shim chunk by chunk as it arrives: never whole in memory.
+    std::shared_ptr<LongSlots::Slot> slot = co_await TakeLongSlot(ex);
+    if (!slot) co_return;
     absl::StatusOr<std::unique_ptr<SandboxManager::FileWriter>> writer =
-        co_await Blocking([&] { return manager_->BeginWrite(c, id, path, mode, parents); });
+        co_await LongBlocking([&] { return manager_->BeginWrite(c, id, path, mode, parents); });
     if (!writer.ok()) {
       co_await ex.RespondError(writer.status());
       co_return;
@@ -797,13 +886,13 @@ class Daemon::Impl {
         co_return;
       }
       if (chunk->empty()) break;
-      absl::Status sent = co_await Blocking([&] { return w->Write(*chunk); });
+      absl::Status sent = co_await LongBlocking([&] { return w->Write(*chunk); });
       if (!sent.ok()) {
         co_await ex.RespondError(sent);
         co_return;
       }
     }
-    absl::StatusOr<json> r = co_await Blocking([&] { return w->Finish(); });
+    absl::StatusOr<json> r = co_await LongBlocking([&] { return w->Finish(); });
     if (!r.ok()) {
       co_await ex.RespondError(r.status());
     } else {
@@ -831,7 +920,9 @@ class Daemon::Impl {
   std::unique_ptr<image::ImageStore> images_;
   std::unique_ptr<ImagesApi> images_api_;
   std::unique_ptr<SandboxManager> manager_;
-  asio::thread_pool pool_;
+  LongSlots long_slots_;
+  asio::thread_pool pool_;       // quick blocking work: the database, a stat, a listing
+  asio::thread_pool long_pool_;  // long requests (LongSlots)
   std::unique_ptr<http::Server> server_;
   std::thread reaper_;
   std::mutex stop_mu_;

@@ -23,7 +23,10 @@ struct DaemonOptions {
   std::string listen = "127.0.0.1:7878";
   ManagerOptions manager;  // data_dir, node, tools, limits, timeouts
   int http_threads = 2;
-  int worker_threads = 64;  // blocking work: database, shims, git
+  int worker_threads = 64;  // blocking work: database, shims, git (two pools of this size)
+  // Long requests (commands run to the end, streams, file transfers, sandbox starts, artifact
+  // collections) one API key may have running at once; beyond, 429. 0: half the workers.
+  int max_long_requests_per_key = 0;
   std::chrono::seconds reap_interval{10};
 };
 

@@ -84,7 +84,12 @@ int Main(int argc, char** argv) {
   app.add_option("--max-ttl", max_ttl, "Longest sandbox lifetime in seconds (86400)");
   app.add_option("--max-sandboxes", max_sandboxes, "Live sandboxes this node accepts (1000)");
   app.add_option("--reap-interval", reap, "Seconds between reaper rounds (10)");
-  app.add_option("--workers", o.worker_threads, "Threads for blocking work (64)");
+  app.add_option("--workers", o.worker_threads,
+                 "Threads for blocking work (64), and as many for long requests");
+  app.add_option("--max-long-requests-per-key", o.max_long_requests_per_key,
+                 "Long requests (commands, streams, file transfers, sandbox starts) one API key "
+                 "may have running at once (default: half of --workers); 429 beyond")
+      ->check(CLI::PositiveNumber);
   app.add_option("--max-concurrent-starts", o.manager.max_concurrent_starts,
                  "Sandbox starts running at once; more wait (default: twice the CPUs)");
   app.add_option("--warm-pool", o.manager.warm_pool,
