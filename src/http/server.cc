@@ -197,6 +197,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   asio::awaitable<absl::StatusOr<std::string>> ReadBodyChunk();
 
   bool keep_alive() const { return keep_alive_ && !close_after_; }
+  // Since when it has been waiting for a request head (its first or the next); nullopt while
+  // it serves one. What a full server closes to make room, the longest waiting first.
+  std::optional<Clock::time_point> waiting_since() const {
+    int64_t t = waiting_since_.load();
+    if (t < 0) return std::nullopt;
+    return Clock::time_point(Clock::duration(t));
+  }
   unsigned version() const { return version_; }
   void CloseAfterResponse() { close_after_ = true; }
   void Close() {
@@ -217,6 +224,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::empty_body>> head_parser_;
   std::optional<bhttp::request_parser<bhttp::buffer_body>> body_parser_;
+  std::atomic<int64_t> waiting_since_{-1};  // Clock ticks; -1 while serving a request
   bool keep_alive_ = true;
   bool close_after_ = false;
   bool expects_continue_ = false;
@@ -301,7 +309,10 @@ class Server::Impl {
         co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
         continue;
       }
-      if (open_.load() >= options_.max_connections) {
+      // Full: the connection that has waited longest for a request head makes room, so that
+      // idle or silent connections cannot lock new clients out; with none waiting, the new one
+      // is refused.
+      if (open_.load() >= options_.max_connections && !CloseLongestWaiting()) {
         socket.close(ec);
         continue;
       }
@@ -325,6 +336,25 @@ class Server::Impl {
           },
           asio::detached);
     }
+  }
+
+  // Closes the connection waiting longest for a request head; false when none is waiting.
+  bool CloseLongestWaiting() {
+    std::shared_ptr<Connection> oldest;
+    std::optional<Clock::time_point> since;
+    std::lock_guard lock(mu_);
+    for (const auto& weak : connections_) {
+      std::shared_ptr<Connection> c = weak.lock();
+      if (c == nullptr) continue;
+      std::optional<Clock::time_point> t = c->waiting_since();
+      if (t && (!since || *t < *since)) {
+        since = t;
+        oldest = std::move(c);
+      }
+    }
+    if (oldest == nullptr) return false;
+    asio::post(oldest->executor(), [oldest] { oldest->Close(); });
+    return true;
   }
 
   const ServerOptions& options() const { return options_; }
@@ -392,8 +422,10 @@ asio::awaitable<void> Connection::Run() {
     stream_.expires_after(first ? opt.header_timeout : opt.idle_timeout);
     first = false;
     error_code ec;
+    waiting_since_.store(Clock::now().time_since_epoch().count());
     co_await bhttp::async_read_header(stream_, buffer_, *head_parser_,
                                       asio::redirect_error(asio::use_awaitable, ec));
+    waiting_since_.store(-1);
     if (ec == bhttp::error::header_limit) {
       bhttp::response<bhttp::string_body> res{bhttp::status::request_header_fields_too_large, 11};
       res.set(bhttp::field::connection, "close");

@@ -146,6 +146,9 @@ struct ServerOptions {
   std::chrono::milliseconds body_timeout{300'000};   // a whole request body
   std::chrono::milliseconds write_timeout{60'000};   // each write of a response
   std::chrono::milliseconds idle_timeout{75'000};    // a kept-alive connection with no request
+  // Open connections at most. When full, the one that has waited longest for a request head (its
+  // first, or the next on a kept-alive connection) is closed to make room for a new one; with
+  // none waiting, the new one is refused.
   size_t max_connections = 4096;
   // Runs before every authenticated route: sets the principal or fails (401/403).
   std::function<absl::Status(Exchange&)> authenticate;

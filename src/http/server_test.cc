@@ -192,6 +192,40 @@ TEST_F(ServerTest, AnEndlessChunkHeaderIsRefused) {
   EXPECT_NE(out.find("buffer overflow"), std::string::npos) << out.substr(0, 400);
 }
 
+// Attack: a local process fills every connection slot with kept-alive connections that sent one
+// request and then wait (or with silent ones), so that nobody else gets in. A full server closes
+// the connection that has waited longest for a request head, and the new client is served.
+TEST_F(ServerTest, IdleConnectionsCannotLockNewClientsOut) {
+  ServerOptions options;
+  options.max_connections = 3;
+  Start(EchoRouter(), options);
+  std::vector<int> idle;
+  for (int i = 0; i < 3; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(server_->port());
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    std::string req = "GET /v1/things/x HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k1\r\n\r\n";
+    ASSERT_EQ(::write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
+    char buf[512];
+    ASSERT_GT(::read(fd, buf, sizeof(buf)), 0);  // answered; now it waits, kept alive
+    idle.push_back(fd);
+  }
+  for (int i = 0; i < 3; ++i) {  // each new client takes the place of the longest waiting
+    auto r = client_->Send(verb::get, "/v1/things/new");
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->status, 200);
+    client_.reset();
+    auto c = Client::Create(
+        {.base_url = "http://127.0.0.1:" + std::to_string(server_->port()), .api_key = "k1"});
+    ASSERT_TRUE(c.ok());
+    client_ = std::move(*c);
+  }
+  for (int fd : idle) ::close(fd);
+}
+
 TEST_F(ServerTest, KeepAliveServesManyRequestsOnOneConnection) {
   Start(EchoRouter());
   for (int i = 0; i < 50; ++i) {
