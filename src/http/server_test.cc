@@ -36,14 +36,20 @@ class ServerTest : public ::testing::Test {
     client_ = std::move(*c);
   }
 
-  // Sends raw bytes on a fresh connection and returns everything the server answers.
-  std::string Raw(const std::string& bytes) {
+  // A new connection to the server.
+  int Connect() {
     int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(server_->port());
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    return fd;
+  }
+
+  // Sends raw bytes on a fresh connection and returns everything the server answers.
+  std::string Raw(const std::string& bytes) {
+    int fd = Connect();
     EXPECT_EQ(::write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
     ::shutdown(fd, SHUT_WR);
     std::string out;
@@ -201,12 +207,7 @@ TEST_F(ServerTest, IdleConnectionsCannotLockNewClientsOut) {
   Start(EchoRouter(), options);
   std::vector<int> idle;
   for (int i = 0; i < 3; ++i) {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(server_->port());
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    int fd = Connect();
     std::string req = "GET /v1/things/x HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k1\r\n\r\n";
     ASSERT_EQ(::write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
     char buf[512];
