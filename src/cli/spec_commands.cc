@@ -32,7 +32,8 @@ void AddSpecCommands(CLI::App& app, int* exit_code) {
     std::printf("%s: ok (level %d, network %s)\n", file->c_str(), static_cast<int>(s->level),
                 spec::ToString(s->network.profile));
   });
-  CLI::App* explain = spec_cmd->add_subcommand("explain", "Print the effective spec, every default filled in");
+  CLI::App* explain =
+      spec_cmd->add_subcommand("explain", "Print the effective spec, every default filled in");
   explain->add_option("file", *file, "Spec file (JSON or YAML)")->required();
   explain->callback([load, file, exit_code] {
     absl::StatusOr<spec::SandboxSpec> s = load();
