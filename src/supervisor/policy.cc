@@ -131,22 +131,19 @@ const std::vector<SameEffect>& SameEffects() {
 }
 
 // InvalidArgument naming the first call that a restricting rule leaves open through another
-// call of the same effect (one this architecture has and the profile lets run).
-absl::Status CheckSameEffects(const spec::Process& process, const ProfileLookup& profile) {
-  const auto Restricts = [](const std::optional<spec::SyscallAction>& action) {
-    return action && (action->kind == spec::SyscallAction::Kind::kErrno ||
-                      action->kind == spec::SyscallAction::Kind::kKill);
-  };
+// call of the same effect (one this architecture has and the profile lets run). `restricts[i]`:
+// whether process.syscalls[i] restricts (its verdict, as Compile parsed it, is errno or kill).
+absl::Status CheckSameEffects(const spec::Process& process, const std::vector<bool>& restricts,
+                              const ProfileLookup& profile) {
   std::set<std::string_view> restricted;
-  for (const spec::SyscallRule& rule : process.syscalls) {
-    if (Restricts(spec::ParseSyscallAction(rule.action))) {
-      restricted.insert(rule.names.begin(), rule.names.end());
+  for (size_t i = 0; i < process.syscalls.size(); ++i) {
+    if (restricts[i]) {
+      restricted.insert(process.syscalls[i].names.begin(), process.syscalls[i].names.end());
     }
   }
   for (size_t i = 0; i < process.syscalls.size(); ++i) {
+    if (!restricts[i]) continue;
     const spec::SyscallRule& rule = process.syscalls[i];
-    std::optional<spec::SyscallAction> action = spec::ParseSyscallAction(rule.action);
-    if (!Restricts(action)) continue;
     for (size_t j = 0; j < rule.names.size(); ++j) {
       for (const SameEffect& g : SameEffects()) {
         if (std::find(g.calls.begin(), g.calls.end(), rule.names[j]) == g.calls.end()) continue;
@@ -281,7 +278,9 @@ absl::StatusOr<SyscallPolicy> SyscallPolicy::Compile(const spec::Process& proces
     }
     p.rules_.push_back(std::move(rule));
   }
-  RETURN_IF_ERROR(CheckSameEffects(process, profile));
+  std::vector<bool> restricts;
+  for (const Rule& rule : p.rules_) restricts.push_back(!LetsThrough(rule.verdict.kind));
+  RETURN_IF_ERROR(CheckSameEffects(process, restricts, profile));
   ASSIGN_OR_RETURN(p.default_,
                    ParseVerdict("process.syscallDefaultAction", process.syscall_default_action,
                                 Verdict::kDefaultRule, p.mode_));
@@ -387,37 +386,11 @@ uint32_t SyscallPolicy::FilterReturn(const Verdict& v) const {
 void SyscallPolicy::EmitCondition(BpfProgram& b, const Condition& c, bool whole, int yes, int no) {
   const uint32_t hi = static_cast<uint32_t>(c.value >> 32);
   const uint32_t lo = static_cast<uint32_t>(c.value);
-  if (!whole) {
-    b.LoadArgLow(c.index);
-    switch (c.op) {
-      case Condition::Op::kMaskedEq:
-        if (static_cast<uint32_t>(c.mask) != ~0u) b.And(static_cast<uint32_t>(c.mask));
-        [[fallthrough]];
-      case Condition::Op::kEq:
-        b.JumpIf(BPF_JEQ, lo, yes);
-        break;
-      case Condition::Op::kNe:
-        b.JumpUnless(BPF_JEQ, lo, yes);
-        break;
-      case Condition::Op::kGt:
-        b.JumpIf(BPF_JGT, lo, yes);
-        break;
-      case Condition::Op::kGe:
-        b.JumpIf(BPF_JGE, lo, yes);
-        break;
-      case Condition::Op::kLt:
-        b.JumpUnless(BPF_JGE, lo, yes);
-        break;
-      case Condition::Op::kLe:
-        b.JumpUnless(BPF_JGT, lo, yes);
-        break;
-    }
-    b.Jump(no);
-    return;
-  }
-  // Goes to `differ` unless (args[i] & mask) == value, word by word.
+  // Goes to `differ` unless (args[i] & mask) == value, word by word (the low word alone when
+  // not `whole`).
   auto equal = [&](uint64_t mask, BpfProgram::Label differ) {
     for (bool high : {true, false}) {
+      if (high && !whole) continue;
       const uint32_t m = static_cast<uint32_t>(high ? mask >> 32 : mask);
       high ? b.LoadArgHigh(c.index) : b.LoadArgLow(c.index);
       if (m != ~0u) b.And(m);
@@ -425,11 +398,13 @@ void SyscallPolicy::EmitCondition(BpfProgram& b, const Condition& c, bool whole,
     }
   };
   // Goes to `above` when args[i] > value (>= with or_equal), to `below` otherwise: the high
-  // words decide unless they are equal.
+  // words decide unless they are equal (the low word alone when not `whole`).
   auto greater = [&](bool or_equal, BpfProgram::Label above, BpfProgram::Label below) {
-    b.LoadArgHigh(c.index);
-    b.JumpIf(BPF_JGT, hi, above);
-    b.JumpUnless(BPF_JEQ, hi, below);
+    if (whole) {
+      b.LoadArgHigh(c.index);
+      b.JumpIf(BPF_JGT, hi, above);
+      b.JumpUnless(BPF_JEQ, hi, below);
+    }
     b.LoadArgLow(c.index);
     b.JumpIf(or_equal ? BPF_JGE : BPF_JGT, lo, above);
     b.Jump(below);
