@@ -80,11 +80,7 @@ absl::Status ApplySyscallFlags(const SpecFlags& f, nlohmann::json& doc) {
     }
     for (const spec::SyscallRule& rule :
          supervisor::RulesRestricting(name, fmt::format("errno({})", err))) {
-      nlohmann::json j = {{"names", rule.names}, {"action", rule.action}};
-      for (const spec::SyscallArgCondition& a : rule.args) {
-        j["args"].push_back({{"index", a.index}, {"op", a.op}, {"value", a.value}});
-      }
-      denied.push_back(std::move(j));
+      denied.push_back(spec::ToJson(rule));
     }
   }
   const bool routes = !f.trace.empty() || f.trace_all;

@@ -54,6 +54,18 @@ Json StringsToJson(const std::vector<std::string>& strings) {
   return out;
 }
 
+template <typename Json>
+Json SyscallRuleToJson(const SyscallRule& rule) {
+  Json args = Json::array();
+  for (const SyscallArgCondition& arg : rule.args) {
+    args.push_back(
+        {{"index", arg.index}, {"op", arg.op}, {"value", arg.value}, {"mask", arg.mask}});
+  }
+  return {{"names", StringsToJson<Json>(rule.names)},
+          {"args", std::move(args)},
+          {"action", rule.action}};
+}
+
 // Shared by ToJson (nlohmann::json, keys sorted) and ToOrderedJson (keys in struct order).
 template <typename Json>
 Json SpecToJson(const SandboxSpec& spec) {
@@ -69,14 +81,7 @@ Json SpecToJson(const SandboxSpec& spec) {
   }
   Json syscalls = Json::array();
   for (const SyscallRule& rule : spec.process.syscalls) {
-    Json args = Json::array();
-    for (const SyscallArgCondition& arg : rule.args) {
-      args.push_back(
-          {{"index", arg.index}, {"op", arg.op}, {"value", arg.value}, {"mask", arg.mask}});
-    }
-    syscalls.push_back({{"names", StringsToJson<Json>(rule.names)},
-                        {"args", std::move(args)},
-                        {"action", rule.action}});
+    syscalls.push_back(SyscallRuleToJson<Json>(rule));
   }
   Json http_rules = Json::array();
   for (const HttpRule& rule : spec.network.http_rules) {
@@ -255,5 +260,7 @@ absl::StatusOr<SandboxSpec> LoadSpecFile(const std::string& path, const ParseOpt
 }
 
 json ToJson(const SandboxSpec& spec) { return SpecToJson<json>(spec); }
+
+json ToJson(const SyscallRule& rule) { return SyscallRuleToJson<json>(rule); }
 
 }  // namespace airlock::spec

@@ -64,6 +64,8 @@ absl::StatusOr<nlohmann::json> LoadSpecDocument(const std::string& path);
 // The effective spec with every field (camelCase keys, as in a spec file). ParseSpecJson of the
 // result gives back an equal spec. riskClass is null when the spec has none.
 nlohmann::json ToJson(const SandboxSpec& spec);
+// One process.syscalls rule, as in a spec file.
+nlohmann::json ToJson(const SyscallRule& rule);
 
 // The effective spec for `airlock spec explain`: YAML with every field, preceded by comments
 // that say what the risk class derived and what each isolation-relevant value means. The text
