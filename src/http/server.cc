@@ -97,12 +97,15 @@ std::optional<std::string> PercentDecode(std::string_view s, bool plus_is_space)
   return out;
 }
 
-std::string PercentEncode(std::string_view s, std::string_view keep) {
+namespace {
+
+// `s` with every byte `keep` refuses as %XX.
+template <typename Keep>
+std::string EscapeBytes(std::string_view s, Keep keep) {
   std::string out;
   out.reserve(s.size());
   for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~' ||
-        keep.find(static_cast<char>(c)) != std::string_view::npos) {
+    if (keep(c)) {
       out.push_back(static_cast<char>(c));
     } else {
       out += fmt::format("%{:02X}", c);
@@ -110,26 +113,22 @@ std::string PercentEncode(std::string_view s, std::string_view keep) {
   }
   return out;
 }
-
-namespace {
 
 // A header value as sent: control characters (CR and LF above all, which would end the header
 // and let the value write headers or a body of its own) become %XX. Handlers encode what they
 // put in headers; this is the last line of defence against one that did not.
 std::string HeaderValue(std::string_view v) {
-  std::string out;
-  out.reserve(v.size());
-  for (unsigned char c : v) {
-    if (c < 0x20 || c == 0x7f) {
-      out += fmt::format("%{:02X}", c);
-    } else {
-      out.push_back(static_cast<char>(c));
-    }
-  }
-  return out;
+  return EscapeBytes(v, [](unsigned char c) { return c >= 0x20 && c != 0x7f; });
 }
 
 }  // namespace
+
+std::string PercentEncode(std::string_view s, std::string_view keep) {
+  return EscapeBytes(s, [keep](unsigned char c) {
+    return std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~' ||
+           keep.find(static_cast<char>(c)) != std::string_view::npos;
+  });
+}
 
 std::optional<std::string> Request::Query(std::string_view name) const {
   for (const auto& [k, v] : query) {
