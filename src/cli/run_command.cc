@@ -114,17 +114,6 @@ struct RunFlags {
   std::vector<std::string> argv;
 };
 
-// The operator's policy file: {"openPrivateHosts": [...], "openPrivateCidrs": [...]}.
-absl::StatusOr<netproxy::OperatorPolicy> LoadOperatorPolicy(const std::string& path) {
-  if (path.empty()) return netproxy::OperatorPolicy{};
-  ASSIGN_OR_RETURN(std::string text, ReadFile(path, 1 << 20),
-                   fmt::format("--operator-policy {}", path));
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  ASSIGN_OR_RETURN(netproxy::OperatorPolicy op, netproxy::OperatorPolicyFromJson(j),
-                   fmt::format("--operator-policy {}", path));
-  return op;
-}
-
 std::string DefaultLogDir() {
   if (const char* dir = std::getenv("AIRLOCK_STATE_DIR"); dir != nullptr && *dir) {
     return fmt::format("{}/logs", dir);
@@ -195,8 +184,8 @@ int Run(const RunFlags& f) {
   auto cgroups = engine::CgroupDriver::Detect(cg_options);
   if (!cgroups.ok()) return fail(kExitSandboxError, Annotate(cgroups.status(), "cgroups"));
 
-  absl::StatusOr<netproxy::OperatorPolicy> op = LoadOperatorPolicy(f.operator_policy);
-  if (!op.ok()) return fail(kExitUsage, op.status());
+  absl::StatusOr<netproxy::OperatorPolicy> op = netproxy::LoadOperatorPolicyFile(f.operator_policy);
+  if (!op.ok()) return fail(kExitUsage, Annotate(op.status(), "--operator-policy"));
   // A network profile other than none gets an egress proxy in this process for the run.
   // The command permission policy refuses before any sandbox is made (exit 126).
   absl::StatusOr<cmdpolicy::Policy> policy = cmdpolicy::Policy::Create(spec->command_policy);

@@ -2,7 +2,10 @@
 // endpoint, every error answer (status, code, and a message naming what was wrong), and the
 // fault cases of issue 5 (kill -9 during running commands, concurrent idempotent creates, a
 // client leaving a stream). Needs root (the daemon runs sandboxes); skipped otherwise.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,6 +24,7 @@
 
 #include "absl/time/time.h"
 #include "common/files.h"
+#include "common/unique_fd.h"
 #include "daemon/testing/test_daemon.h"
 #include "fmt/format.h"
 #include "gmock/gmock.h"
@@ -479,6 +483,116 @@ TEST_F(DaemonApiTest, WorkspaceRepoIsHttpsOrBeneathALocalRoot) {
               "credentials in the URL are refused");
   ExpectError(create(std::string(kRepoRoot) + "/any", "--output=/tmp/x"), 422, "invalid_argument",
               "workspace.git.commit");
+}
+
+// A TCP listener on 127.0.0.1 standing in for a service only the node can reach: it counts the
+// connections made to it and closes each at once (it speaks no TLS).
+class LoopbackListener {
+ public:
+  LoopbackListener() : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    if (::bind(fd_.get(), reinterpret_cast<sockaddr*>(&a), len) != 0 ||
+        ::listen(fd_.get(), 16) != 0 ||
+        ::getsockname(fd_.get(), reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      return;
+    }
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] {
+      while (UniqueFd c{::accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC)}) ++accepted_;
+    });
+  }
+  ~LoopbackListener() {
+    ::shutdown(fd_.get(), SHUT_RDWR);  // ends the blocked accept
+    if (thread_.joinable()) thread_.join();
+  }
+  uint16_t port() const { return port_; }
+  int accepted() const { return accepted_; }
+
+ private:
+  UniqueFd fd_;
+  uint16_t port_ = 0;
+  std::atomic<int> accepted_{0};
+  std::thread thread_;
+};
+
+// Attack: a caller names an https repository at an address only the node can reach (a service
+// on the node's loopback, by address or by a name that resolves there; a private range; the
+// cloud metadata address). git runs on the host with the node's network, so its clone goes
+// through an egress proxy that refuses what every sandbox's egress refuses: the create is 403
+// naming the address and the rule, nothing connects to the service, and the refusal is in the
+// sandbox's audit trail.
+TEST_F(DaemonApiTest, WorkspaceCloneCannotReachTheNodesPrivateAddresses) {
+  LoopbackListener service;
+  ASSERT_NE(service.port(), 0);
+  const std::string run = fmt::format("clone-ssrf-{}", ::getpid());
+  auto create = [&](const std::string& repo) {
+    return alice().Post("/v1/sandboxes",
+                        {{"spec", json::object()},
+                         {"metadata", {{"run", run}}},
+                         {"workspace", {{"git", {{"repo", repo}, {"commit", "HEAD"}}}}}});
+  };
+  const std::string port = std::to_string(service.port());
+  ExpectError(create("https://127.0.0.1:" + port + "/r.git"), 403, "permission_denied",
+              "workspace.git.repo: the clone's egress to 127.0.0.1:" + port +
+                  " (127.0.0.1) blocked by always-denied:127.0.0.0/8 (loopback)");
+  ExpectError(create("https://localhost:" + port + "/r.git"), 403, "permission_denied",
+              "(loopback)");
+  ExpectError(create("https://169.254.169.254/r.git"), 403, "permission_denied",
+              "blocked by always-denied:169.254.0.0/16 (metadata)");
+  ExpectError(create("https://10.20.30.40/r.git"), 403, "permission_denied",
+              "blocked by always-denied:10.0.0.0/8 (private)");
+  EXPECT_EQ(service.accepted(), 0) << "the clone reached the node's loopback service";
+
+  ApiResponse failed = alice().Get("/v1/sandboxes?metadata.run=" + run);
+  ASSERT_EQ(failed.status, 200) << failed.Describe();
+  ASSERT_EQ(failed.json["sandboxes"].size(), 4u) << failed.Describe();
+  for (const json& sb : failed.json["sandboxes"]) {
+    EXPECT_EQ(sb["state"], "Failed") << sb.dump();
+    ApiResponse events = alice().Get(Sb(sb["id"].get<std::string>(), "/events"));
+    EXPECT_NE(events.body.find("policy_blocked"), std::string::npos) << events.Describe();
+    EXPECT_NE(events.body.find("BlockedNetworkEgress"), std::string::npos) << events.Describe();
+  }
+}
+
+// The operator opens a private address for every sandbox of the node (an internal git host):
+// the clone's proxy then connects to it. Here the "git host" is the loopback listener, which
+// speaks no TLS, so the clone fails after the connection, not before. A policy file that would
+// open a metadata address stops the daemon at start, naming the file.
+TEST_F(DaemonApiTest, OperatorPolicyOpensAPrivateGitHost) {
+  const std::string dir = fmt::format("/tmp/airlock-api-operator-{}", ::getpid());
+  ::mkdir(dir.c_str(), 0700);
+  ASSERT_TRUE(
+      WriteFileAtomic(dir + "/open.json", R"({"openPrivateCidrs": ["127.0.0.1/32"]})", 0600).ok());
+  ASSERT_TRUE(
+      WriteFileAtomic(dir + "/metadata.json", R"({"openPrivateCidrs": ["169.254.0.0/16"]})", 0600)
+          .ok());
+
+  auto refused = TestDaemon::Start({.extra_args = {"--operator-policy", dir + "/metadata.json"}});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("--operator-policy " + dir + "/metadata.json"));
+
+  auto d = TestDaemon::Start({.extra_args = {"--operator-policy", dir + "/open.json"}});
+  ASSERT_TRUE(d.ok()) << d.status();
+  auto key = (*d)->CreateKey("carol");
+  ASSERT_TRUE(key.ok()) << key.status();
+  LoopbackListener host;
+  ASSERT_NE(host.port(), 0);
+  ApiResponse r = Api(d->get(), *key)
+                      .Post("/v1/sandboxes",
+                            {{"spec", json::object()},
+                             {"workspace",
+                              {{"git",
+                                {{"repo", fmt::format("https://127.0.0.1:{}/r.git", host.port())},
+                                 {"commit", "HEAD"}}}}}});
+  EXPECT_NE(r.status, 201) << r.Describe();
+  EXPECT_NE(r.status, 403) << r.Describe();
+  EXPECT_THAT(r.message(), HasSubstr("git clone")) << r.Describe();
+  EXPECT_GE(host.accepted(), 1) << "the opened address was not reached";
+  std::filesystem::remove_all(dir);
 }
 
 // The workspace diff: a fresh clone at the pinned commit, changed in the sandbox; the diff is

@@ -16,6 +16,7 @@
 #include "common/status.h"
 #include "daemon/daemon.h"
 #include "fmt/format.h"
+#include "netproxy/policy.h"
 #include "store/sqlite_store.h"
 
 namespace airlock::daemon {
@@ -75,6 +76,7 @@ int Main(int argc, char** argv) {
   std::string role = "all";
   int64_t default_ttl = 3600, max_ttl = 86400, reap = 10;
   int max_sandboxes = 1000;
+  std::string operator_policy;
   app.add_option("--role", role, "Server role: all (embedded default) or node")
       ->check(CLI::IsMember({"all", "node"}));
   app.add_option("--listen", o.listen, "HOST:PORT to serve the API on (default 127.0.0.1:7878)");
@@ -103,6 +105,9 @@ int Main(int argc, char** argv) {
   app.add_option("--git-local-root", o.manager.git_local_roots,
                  "A directory whose repositories workspace.git.repo may name by path "
                  "(repeatable; without one, only https:// URLs)");
+  app.add_option("--operator-policy", operator_policy,
+                 "JSON file of private hosts/CIDRs this node opens to every sandbox's egress proxy "
+                 "and to workspace clones (never the metadata ranges)");
 
   CLI::App* admin = app.add_subcommand("admin", "Administration");
   CLI::App* create_key = admin->add_subcommand("create-key", "Create an API key and print it");
@@ -124,6 +129,13 @@ int Main(int argc, char** argv) {
                  "airlockd: need 1 <= --default-ttl <= --max-ttl and --reap-interval >= 1\n");
     return 2;
   }
+  absl::StatusOr<netproxy::OperatorPolicy> op = netproxy::LoadOperatorPolicyFile(operator_policy);
+  if (!op.ok()) {
+    std::fprintf(stderr, "airlockd: --operator-policy %s\n",
+                 std::string(Message(op.status())).c_str());
+    return 2;
+  }
+  o.manager.operator_policy = *std::move(op);
   o.manager.default_ttl = absl::Seconds(default_ttl);
   o.manager.max_ttl = absl::Seconds(max_ttl);
   o.manager.max_sandboxes = max_sandboxes;

@@ -23,6 +23,8 @@
 #include "daemon/image_config.h"
 #include "engine/cgroup.h"
 #include "fmt/format.h"
+#include "netproxy/egress_proxy.h"
+#include "netproxy/events.h"
 #include "shim/shim.h"
 #include "spec/parse.h"
 
@@ -457,13 +459,46 @@ absl::Status SandboxManager::PrepareWorkspace(const SandboxId& id, const Workspa
   auto timeout = std::chrono::seconds(absl::ToInt64Seconds(options_.timeout_mounting_workspace));
   // A fresh clone at the pinned commit: never the caller's own checkout, no hooks, no checkout
   // until the commit is pinned.
-  RETURN_IF_ERROR(
-      RunTool({"git", "-c", "core.hooksPath=/dev/null", "-c", "protocol.allow=never", "-c",
-               source.repo.starts_with("https://") ? "protocol.https.allow=always"
-                                                   : "protocol.file.allow=always",
-               "clone", "--quiet", "--no-checkout", "--no-hardlinks", "--", source.repo, dir},
-              &out, timeout),
-      "git clone");
+  std::vector<std::string> clone = {"git", "-c", "core.hooksPath=/dev/null", "-c",
+                                    "protocol.allow=never"};
+  // git runs on the host, with the node's network. An https clone goes through an egress proxy
+  // of its own (profile open, the node's operator policy), so that the node's loopback, private
+  // and metadata addresses are as far out of a caller's reach as out of a sandbox's.
+  netproxy::BlockedEventLog blocked;
+  std::unique_ptr<netproxy::EgressProxy> proxy;
+  if (source.repo.starts_with("https://")) {
+    netproxy::EgressProxy::Options po;
+    po.on_event = blocked.Callback();
+    po.ResolveOnlyFrom(options_.proxy_hosts);
+    ASSIGN_OR_RETURN(proxy, netproxy::EgressProxy::Start(std::move(po)), "clone's egress proxy");
+    ASSIGN_OR_RETURN(netproxy::Policy policy,
+                     netproxy::Policy::Compile({.profile = spec::NetworkProfile::kOpen},
+                                               options_.operator_policy),
+                     "clone's egress policy");
+    ASSIGN_OR_RETURN(uint16_t port, proxy->AddSandboxTcp(id, std::move(policy), "127.0.0.1:0"),
+                     "clone's egress proxy");
+    clone.insert(clone.end(), {"-c", "protocol.https.allow=always", "-c",
+                               fmt::format("http.proxy=http://127.0.0.1:{}", port)});
+  } else {
+    clone.insert(clone.end(), {"-c", "protocol.file.allow=always"});
+  }
+  clone.insert(clone.end(),
+               {"clone", "--quiet", "--no-checkout", "--no-hardlinks", "--", source.repo, dir});
+  absl::Status cloned = RunTool(clone, &out, timeout);
+  proxy.reset();
+  if (std::vector<netproxy::BlockedNetworkEgress> refused = blocked.Since(id, 0);
+      !cloned.ok() && !refused.empty()) {
+    store::AuditEvent e;
+    e.sandbox = id;
+    e.actor = "daemon";
+    e.kind = store::AuditKind::kPolicyBlocked;
+    e.reason = "workspace clone's egress blocked";
+    e.data = netproxy::ToJson(netproxy::EgressEvent(refused.front()));
+    (void)store_->AppendEvent(e);
+    return PermissionDenied(fmt::format("workspace.git.repo: the clone's {}",
+                                        netproxy::ToViolation(refused.front()).detail));
+  }
+  RETURN_IF_ERROR(cloned, "git clone");
   out.clear();
   RETURN_IF_ERROR(RunTool({"git", "-C", dir, "-c", "core.hooksPath=/dev/null", "checkout",
                            "--quiet", "--detach", source.commit},

@@ -77,6 +77,13 @@ class EgressProxy {
     size_t lookup_threads = 32;
     LookupFunction lookup;   // empty: getaddrinfo; tests put a slow resolver here
     EventCallback on_event;  // may be empty
+
+    // Tests: when `static_hosts` is not empty, names resolve from it alone (kHostsOnly).
+    void ResolveOnlyFrom(const std::map<std::string, std::vector<std::string>>& static_hosts) {
+      if (static_hosts.empty()) return;
+      hosts = static_hosts;
+      resolution = NameResolution::kHostsOnly;
+    }
   };
 
   // Starts the I/O threads. Fails on bad options (an unparsable hosts entry, threads < 1).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/files.h"
 #include "common/status.h"
 #include "common/text.h"
 #include "fmt/format.h"
@@ -357,6 +358,16 @@ absl::StatusOr<OperatorPolicy> OperatorPolicyFromJson(const nlohmann::json& j) {
       target->push_back(v.get<std::string>());
     }
   }
+  return op;
+}
+
+absl::StatusOr<OperatorPolicy> LoadOperatorPolicyFile(const std::string& path) {
+  if (path.empty()) return OperatorPolicy{};
+  ASSIGN_OR_RETURN(std::string text, ReadFile(path, 1 << 20), path);
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded()) return InvalidArgument(fmt::format("{}: not valid JSON", path));
+  ASSIGN_OR_RETURN(OperatorPolicy op, OperatorPolicyFromJson(j), path);
+  RETURN_IF_ERROR(Policy::Compile(spec::Network{}, op).status(), path);
   return op;
 }
 

@@ -44,6 +44,11 @@ struct OperatorPolicy {
 absl::StatusOr<OperatorPolicy> OperatorPolicyFromJson(const nlohmann::json& j);
 nlohmann::json ToJson(const OperatorPolicy& op);
 
+// The operator policy file at `path` (the JSON above), with its entries checked as
+// Policy::Compile checks them, so that a bad file fails where it is loaded rather than at every
+// sandbox's start; an empty path is the empty policy. Errors name the file.
+absl::StatusOr<OperatorPolicy> LoadOperatorPolicyFile(const std::string& path);
+
 // One range of the always-denied set.
 struct DeniedRange {
   Cidr cidr;

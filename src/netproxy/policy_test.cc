@@ -1,5 +1,10 @@
 #include "netproxy/policy.h"
 
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+
 #include "gtest/gtest.h"
 
 namespace airlock::netproxy {
@@ -242,6 +247,45 @@ TEST(PolicyTest, OperatorPolicyCannotOpenMetadata) {
             "always-denied:169.254.0.0/16 (metadata)");
   EXPECT_FALSE(Addr(p, "fd00:ec2::254", "x.internal").allowed);
   EXPECT_FALSE(Addr(p, "64:ff9b::a9fe:a9fe", "x.internal").allowed);
+}
+
+// The operator's file is checked where it is loaded: each bad file is refused with an error that
+// names the file and what is wrong in it, and a good one gives its entries.
+TEST(PolicyTest, OperatorPolicyFileIsCheckedWhenLoaded) {
+  char dir[] = "/tmp/airlock-operator-policy-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  auto load = [&](const std::string& name, const std::string& text) {
+    std::string path = std::string(dir) + "/" + name;
+    std::ofstream(path) << text;
+    return LoadOperatorPolicyFile(path);
+  };
+  struct Bad {
+    const char* name;
+    const char* text;
+    const char* error;
+  };
+  for (const Bad& b :
+       {Bad{"garbage.json", "{open", "not valid JSON"},
+        Bad{"field.json", R"({"openPrivateCidr": []})", "unknown field"},
+        Bad{"type.json", R"({"openPrivateCidrs": "10.0.0.0/8"})", "must be a list"},
+        Bad{"cidr.json", R"({"openPrivateCidrs": ["10.0.0.0/33"]})", "10.0.0.0/33"},
+        Bad{"metadata.json", R"({"openPrivateCidrs": ["169.254.0.0/16"]})", "169.254.0.0/16"}}) {
+    absl::StatusOr<OperatorPolicy> op = load(b.name, b.text);
+    ASSERT_FALSE(op.ok()) << b.name;
+    EXPECT_NE(op.status().message().find(b.name), std::string_view::npos) << op.status();
+    EXPECT_NE(op.status().message().find(b.error), std::string_view::npos) << op.status();
+  }
+  EXPECT_FALSE(LoadOperatorPolicyFile(std::string(dir) + "/missing.json").ok());
+  absl::StatusOr<OperatorPolicy> good =
+      load("good.json",
+           R"({"openPrivateHosts": ["git.corp.test"], "openPrivateCidrs": ["10.20.0.0/16"]})");
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_EQ(good->open_private_hosts, std::vector<std::string>{"git.corp.test"});
+  EXPECT_EQ(good->open_private_cidrs, std::vector<std::string>{"10.20.0.0/16"});
+  absl::StatusOr<OperatorPolicy> none = LoadOperatorPolicyFile("");
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->open_private_hosts.empty() && none->open_private_cidrs.empty());
+  std::filesystem::remove_all(dir);
 }
 
 TEST(PolicyTest, RebindingNameIsCheckedOnEveryAddress) {

@@ -179,10 +179,7 @@ class Shim::Impl {
     if (options_.spec.network.profile != spec::NetworkProfile::kNone) {
       netproxy::EgressProxy::Options po;
       po.on_event = blocked_.Callback();
-      if (!options_.proxy_hosts.empty()) {
-        po.hosts = options_.proxy_hosts;
-        po.resolution = netproxy::NameResolution::kHostsOnly;
-      }
+      po.ResolveOnlyFrom(options_.proxy_hosts);
       ASSIGN_OR_RETURN(proxy_, netproxy::EgressProxy::Start(std::move(po)), "egress proxy");
     }
     engine::SandboxOptions so;
