@@ -163,37 +163,33 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
                      internal::BuildSeccompFilter(sb->syscall_policy_->widened()),
                      "build seccomp filter");
   }
-  sb->timings_.prepare = Since(t0);
-
-  RETURN_IF_ERROR(sb->Launch(setup), fmt::format("start sandbox {}", sb->id_.value()));
-  RETURN_IF_ERROR(sb->WaitReady(milliseconds(10000)),
-                  fmt::format("start sandbox {}", sb->id_.value()));
-  // A notify supervisor's listener must be installed before the profile (which refuses new
-  // listeners): airlock-init then carries the profile without that one check, and its commands
-  // load the whole profile themselves, after the handshake.
-  if (sb->syscall_policy_->mode() != spec::SupervisorMode::kNotify) {
-    RETURN_IF_ERROR(sb->FilterInit(sb->seccomp_filter_, milliseconds(10000)),
-                    fmt::format("start sandbox {}", sb->id_.value()));
-    sb->init_filtered_ = true;
-  } else {
+  // What airlock-init puts on itself: the profile; under a notify supervisor the profile less
+  // its listener check, since a command's listener must be installed before the profile (which
+  // refuses new listeners) and the commands then load the whole profile themselves.
+  const bool notify = sb->syscall_policy_->mode() == spec::SupervisorMode::kNotify;
+  std::string init_filter;
+  if (notify) {
     ASSIGN_OR_RETURN(
-        std::string init_filter,
+        init_filter,
         internal::BuildSeccompFilter(sb->syscall_policy_->widened(), internal::Listeners::kAllowed),
         "build seccomp filter");
-    RETURN_IF_ERROR(sb->FilterInit(init_filter, milliseconds(10000)),
-                    fmt::format("start sandbox {}", sb->id_.value()));
   }
+  sb->timings_.prepare = Since(t0);
+
+  const std::string starting = fmt::format("start sandbox {}", sb->id_.value());
+  RETURN_IF_ERROR(sb->Launch(setup, notify ? init_filter : sb->seccomp_filter_), starting);
+  RETURN_IF_ERROR(sb->WaitReady(milliseconds(10000)), starting);
+  RETURN_IF_ERROR(sb->AwaitInitFiltered(milliseconds(10000)), starting);
+  sb->init_filtered_ = !notify;
   sb->control_reader_ = std::thread([raw = sb.get()] { raw->ReadControl(); });
-  if (sb->egress_active_) {
-    RETURN_IF_ERROR(sb->StartForwarder(), fmt::format("start sandbox {}", sb->id_.value()));
-  }
+  if (sb->egress_active_) RETURN_IF_ERROR(sb->StartForwarder(), starting);
   Log().Info("sandbox started", {{"sandbox", sb->id_.value()},
                                  {"init_pid", static_cast<int64_t>(sb->init_pid_)},
                                  {"level", static_cast<int>(s.level)}});
   return sb;
 }
 
-absl::Status NativeSandbox::Launch(Setup& setup) {
+absl::Status NativeSandbox::Launch(Setup& setup, const std::string& init_filter) {
   auto t0 = Clock::now();
   int control[2], sync[2], error[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, control) != 0) {
@@ -249,6 +245,15 @@ absl::Status NativeSandbox::Launch(Setup& setup) {
   if (::send(sync_w.get(), &go, 1, MSG_NOSIGNAL) != 1) {
     // EPIPE: the child died in setup; its error pipe says at which step.
     if (errno != EPIPE) return ErrnoStatus(errno, "release sandbox process");
+  }
+  // airlock-init's filter goes now, while the child builds its mounts: airlock-init finds it
+  // waiting when it has said it is ready, with no round trip in between. A child that dies in
+  // setup takes the message with it, and its error pipe says why.
+  init::Writer filter;
+  filter.Bytes(init_filter);
+  if (int e = init::SendMessage(control_.get(), init::MessageType::kFilterSelf, filter.data());
+      e != 0 && e != EPIPE && e != ECONNRESET) {
+    return ErrnoStatus(e, "send the seccomp filter to airlock-init");
   }
   timings_.clone = Since(t0);
 
@@ -312,12 +317,7 @@ absl::Status NativeSandbox::WaitReady(milliseconds timeout) {
   return absl::OkStatus();
 }
 
-absl::Status NativeSandbox::FilterInit(const std::string& filter, milliseconds timeout) {
-  init::Writer w;
-  w.Bytes(filter);
-  if (int e = init::SendMessage(control_.get(), init::MessageType::kFilterSelf, w.data()); e != 0) {
-    return ErrnoStatus(e, "send the seccomp filter to airlock-init");
-  }
+absl::Status NativeSandbox::AwaitInitFiltered(milliseconds timeout) {
   ASSIGN_OR_RETURN(std::string payload,
                    ReceiveFromInit(control_.get(), init::MessageType::kFilteredSelf, timeout),
                    "seccomp filter on airlock-init");

@@ -265,11 +265,12 @@ class NativeSandbox {
   };
 
   NativeSandbox() = default;
-  absl::Status Launch(Setup& setup);
+  // Starts airlock-init with `init_filter` queued for it (init/protocol.h, kFilterSelf): it puts
+  // the filter on itself, so that commands inherit it instead of loading it each.
+  absl::Status Launch(Setup& setup, const std::string& init_filter);
   absl::Status WaitReady(std::chrono::milliseconds timeout);
-  // Has airlock-init put the profile filter on itself, so that commands inherit it instead of
-  // loading it each (init/protocol.h, kFilterSelf). Before the control reader starts.
-  absl::Status FilterInit(const std::string& filter, std::chrono::milliseconds timeout);
+  // airlock-init's answer to the queued filter. Before the control reader starts.
+  absl::Status AwaitInitFiltered(std::chrono::milliseconds timeout);
   absl::Status StartForwarder();
   // Has airlock-init start a process in `cgroup`, entered through `entry` (cgroup.OpenEntry(),
   // which may have been opened ahead of time); its pid in the sandbox. With `exit_slot`, the
