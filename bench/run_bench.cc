@@ -178,12 +178,13 @@ std::vector<std::string> Bwrap(const std::vector<std::string>& tail) {
 
 // Medians of NativeSandbox::Timings over `runs` in-process sandboxes running /bin/true.
 struct Breakdown {
-  std::vector<std::vector<double>> parts = std::vector<std::vector<double>>(9);
+  std::vector<std::vector<double>> parts = std::vector<std::vector<double>>(10);
 };
 constexpr const char* kParts[] = {"prepare (checks, plan, sandbox cgroup)",
                                   "clone + uid/gid maps + release",
                                   "child setup (mounts, pivot, Landlock, caps) + exec init",
                                   "airlock-init ready",
+                                  "airlock-init's seccomp filter (sent at launch)",
                                   "spawn /bin/true (request, fork, cgroup join)",
                                   "run /bin/true + drain output",
                                   "finish (usage, cgroup removal, log, report)",
@@ -208,10 +209,9 @@ std::optional<Breakdown> EngineBreakdown(engine::CgroupDriver* cgroups, spec::Le
     if (!(*sb)->Destroy().ok()) return std::nullopt;
     double total = Ms(Clock::now() - t0);
     const engine::Timings& t = (*sb)->timings();
-    double v[] = {Ms(t.prepare),    Ms(t.clone),   Ms(t.setup),
-                  Ms(t.init_ready), Ms(t.spawn),   Ms(t.run),
-                  Ms(t.finish),     Ms(t.destroy), total};
-    for (int k = 0; k < 9; ++k) b.parts[k].push_back(v[k]);
+    double v[] = {Ms(t.prepare), Ms(t.clone), Ms(t.setup),  Ms(t.init_ready), Ms(t.init_filter),
+                  Ms(t.spawn),   Ms(t.run),   Ms(t.finish), Ms(t.destroy),    total};
+    for (int k = 0; k < 10; ++k) b.parts[k].push_back(v[k]);
   }
   return b;
 }
@@ -288,10 +288,10 @@ int main(int argc, char** argv) {
       if (!b) return 1;
       std::printf("\n2. where a level-%d start goes (engine in-process, cgroup %s, medians)\n",
                   level, engine::ToString((*cgroups)->version()));
-      for (int k = 0; k < 9; ++k) {
+      for (int k = 0; k < 10; ++k) {
         std::printf("  %-58s %7.3f ms\n", kParts[k], Median(b->parts[k]));
       }
-      double engine_total = Median(b->parts[8]);
+      double engine_total = Median(b->parts[9]);
       double process = Median(version_ms);
       std::printf("  %-58s %7.3f ms\n", "+ airlock process start and exit (--version)", process);
       std::printf("  %-58s %7.3f ms\n", "+ the rest of airlock run (flags, spec, cgroup driver,",

@@ -179,7 +179,9 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
   const std::string starting = fmt::format("start sandbox {}", sb->id_.value());
   RETURN_IF_ERROR(sb->Launch(setup, notify ? init_filter : sb->seccomp_filter_), starting);
   RETURN_IF_ERROR(sb->WaitReady(milliseconds(10000)), starting);
+  auto t_filter = Clock::now();
   RETURN_IF_ERROR(sb->AwaitInitFiltered(milliseconds(10000)), starting);
+  sb->timings_.init_filter = Since(t_filter);
   sb->init_filtered_ = !notify;
   sb->control_reader_ = std::thread([raw = sb.get()] { raw->ReadControl(); });
   if (sb->egress_active_) RETURN_IF_ERROR(sb->StartForwarder(), starting);

@@ -121,9 +121,10 @@ struct Timings {
   std::chrono::microseconds clone{0};    // clone3 + uid/gid maps + cgroup attach
   std::chrono::microseconds setup{0};    // child: mounts, pivot, Landlock ... exec of init
   std::chrono::microseconds init_ready{0};
-  std::chrono::microseconds spawn{0};   // spawn request to the command's start
-  std::chrono::microseconds run{0};     // command start to exit and output drained
-  std::chrono::microseconds finish{0};  // accounting, redaction, report
+  std::chrono::microseconds init_filter{0};  // from ready to init's answer to its filter
+  std::chrono::microseconds spawn{0};        // spawn request to the command's start
+  std::chrono::microseconds run{0};          // command start to exit and output drained
+  std::chrono::microseconds finish{0};       // accounting, redaction, report
   std::chrono::microseconds destroy{0};
 };
 
