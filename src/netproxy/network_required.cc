@@ -7,8 +7,11 @@
 namespace airlock::netproxy {
 namespace {
 
+// The metadata ranges, and what the node's operator closed on purpose (the node's own
+// addresses): no sandbox's policy opens them, so they are not a network the command "needs".
 bool NeverOpenable(const BlockedNetworkEgress& e) {
-  return e.rule.starts_with("always-denied:") && e.rule.ends_with("(metadata)");
+  return (e.rule.starts_with("always-denied:") && e.rule.ends_with("(metadata)")) ||
+         e.rule.starts_with("operator-deny-cidr:");
 }
 
 }  // namespace

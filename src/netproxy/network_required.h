@@ -23,8 +23,9 @@ struct NetworkRequired {
 };
 
 // Returns a verdict when the command failed (EXIT_NONZERO or COMMAND_TIMEOUT) and at least one
-// refused attempt could be opened by a policy change. Refusals that no policy can open (the
-// metadata ranges) never make a command NETWORK_REQUIRED: they stay plain violations. Any other
+// refused attempt could be opened by a policy change. Refusals that no sandbox policy can open
+// (the metadata ranges, the operator's deny list) never make a command NETWORK_REQUIRED: they
+// stay plain violations. Any other
 // classification (OK, OOM, ...) is returned as nullopt: the network was not why it ended.
 std::optional<NetworkRequired> DetectNetworkRequired(
     Classification classification, const std::vector<BlockedNetworkEgress>& blocked);

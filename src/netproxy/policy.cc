@@ -179,6 +179,10 @@ absl::StatusOr<Policy> Policy::Compile(const spec::Network& network, const Opera
     }
     p.open_private_cidrs_.push_back(cidr);
   }
+  for (const std::string& c : op.deny_cidrs) {
+    ASSIGN_OR_RETURN(Cidr cidr, Cidr::Parse(c), "operator policy: deny CIDR");
+    p.operator_deny_.push_back(cidr);
+  }
   return p;
 }
 
@@ -244,6 +248,9 @@ Decision Policy::CheckAddress(const HostName& host, uint16_t port, const IpAddre
     for (const Cidr& c : deny_) {
       if (c.Contains(a)) return Decision::Block(fmt::format("deny-cidr:{}", c.ToString()));
     }
+    for (const Cidr& c : operator_deny_) {
+      if (c.Contains(a)) return Decision::Block(fmt::format("operator-deny-cidr:{}", c.ToString()));
+    }
   }
   bool host_opened = std::any_of(open_private_hosts_.begin(), open_private_hosts_.end(),
                                  [&](const HostPattern& p) { return p.Matches(host, port); });
@@ -283,9 +290,12 @@ bool Policy::RuleCoveredBy(const Rule& rule) const {
 bool Policy::IsNoLooserThan(const Policy& old) const {
   using spec::NetworkProfile;
   if (profile_ == NetworkProfile::kNone) return true;
-  bool deny_kept = AllOf(old.deny_, [&](const Cidr& c) {
-    return std::find(deny_.begin(), deny_.end(), c) != deny_.end();
-  });
+  auto kept = [](const std::vector<Cidr>& old_list, const std::vector<Cidr>& new_list) {
+    return AllOf(old_list, [&](const Cidr& c) {
+      return std::find(new_list.begin(), new_list.end(), c) != new_list.end();
+    });
+  };
+  bool deny_kept = kept(old.deny_, deny_) && kept(old.operator_deny_, operator_deny_);
   bool operator_narrowed =
       AllOf(open_private_cidrs_,
             [&](const Cidr& c) {
@@ -335,6 +345,7 @@ nlohmann::json Policy::ToJson() const {
   j["deny_cidrs"] = cidrs(deny_);
   j["operator_open_private_hosts"] = patterns(open_private_hosts_);
   j["operator_open_private_cidrs"] = cidrs(open_private_cidrs_);
+  j["operator_deny_cidrs"] = cidrs(operator_deny_);
   return j;
 }
 
@@ -344,6 +355,7 @@ absl::StatusOr<OperatorPolicy> OperatorPolicyFromJson(const nlohmann::json& j) {
   for (const auto& [key, value] : j.items()) {
     std::vector<std::string>* target = key == "openPrivateHosts"   ? &op.open_private_hosts
                                        : key == "openPrivateCidrs" ? &op.open_private_cidrs
+                                       : key == "denyCidrs"        ? &op.deny_cidrs
                                                                    : nullptr;
     if (target == nullptr) {
       return InvalidArgument(fmt::format("operator policy: unknown field \"{}\"", key));
@@ -372,7 +384,9 @@ absl::StatusOr<OperatorPolicy> LoadOperatorPolicyFile(const std::string& path) {
 }
 
 nlohmann::json ToJson(const OperatorPolicy& op) {
-  return {{"openPrivateHosts", op.open_private_hosts}, {"openPrivateCidrs", op.open_private_cidrs}};
+  return {{"openPrivateHosts", op.open_private_hosts},
+          {"openPrivateCidrs", op.open_private_cidrs},
+          {"denyCidrs", op.deny_cidrs}};
 }
 
 }  // namespace airlock::netproxy

@@ -36,11 +36,15 @@ struct OperatorPolicy {
   std::vector<std::string> open_private_hosts;
   // Private ranges that any host the profile allows may reach ("10.20.0.0/16", "100.64.0.5").
   std::vector<std::string> open_private_cidrs;
+  // Ranges no sandbox of the node may reach, whatever its spec and the entries above: the node's
+  // own public or NATed addresses (which no interface of the node shows), a cluster's service
+  // range. They win over every open entry.
+  std::vector<std::string> deny_cidrs;
 };
 
-// An operator policy written as JSON: {"openPrivateHosts": [...], "openPrivateCidrs": [...]}
-// (both optional). Unknown fields and wrong types are InvalidArgument naming the field; the
-// values themselves are checked by Policy::Compile.
+// An operator policy written as JSON: {"openPrivateHosts": [...], "openPrivateCidrs": [...],
+// "denyCidrs": [...]} (all optional). Unknown fields and wrong types are InvalidArgument naming the
+// field; the values themselves are checked by Policy::Compile.
 absl::StatusOr<OperatorPolicy> OperatorPolicyFromJson(const nlohmann::json& j);
 nlohmann::json ToJson(const OperatorPolicy& op);
 
@@ -80,7 +84,8 @@ struct EgressRequest {
 
 // Allowed, or the rule that blocked (stable strings, listed in docs/network.md):
 //   "profile:none", "not-allowlisted", "restricted-http:method", "restricted-http:path",
-//   "restricted-http:connect", "always-denied:<cidr> (<what>)", "deny-cidr:<cidr>".
+//   "restricted-http:connect", "always-denied:<cidr> (<what>)", "deny-cidr:<cidr>",
+//   "operator-deny-cidr:<cidr>".
 struct Decision {
   bool allowed = false;
   std::string rule;
@@ -124,6 +129,7 @@ class Policy {
   std::vector<HostPattern> allow_;  // dependency-egress, repo-egress, restricted-http (any use)
   std::vector<Rule> rules_;         // restricted-http rules
   std::vector<Cidr> deny_;
+  std::vector<Cidr> operator_deny_;
   std::vector<HostPattern> open_private_hosts_;
   std::vector<Cidr> open_private_cidrs_;
 };

@@ -288,6 +288,44 @@ TEST(PolicyTest, OperatorPolicyFileIsCheckedWhenLoaded) {
   std::filesystem::remove_all(dir);
 }
 
+// The operator's deny list: the node's NATed public address and a range it also opened are
+// refused with the operator's rule, in every profile and whatever the spec says; the rest of the
+// world is untouched. Dropping an operator deny is a loosening.
+TEST(PolicyTest, OperatorDenyCidrsWinOverEverything) {
+  OperatorPolicy op;
+  op.open_private_cidrs = {"10.20.0.0/16"};
+  op.deny_cidrs = {"203.0.113.7/32", "10.20.0.5/32"};
+  Policy p = Compile(Net(NetworkProfile::kOpen), op);
+  EXPECT_EQ(Addr(p, "203.0.113.7").rule, "operator-deny-cidr:203.0.113.7/32");
+  EXPECT_EQ(Addr(p, "::ffff:203.0.113.7").rule, "operator-deny-cidr:203.0.113.7/32");
+  EXPECT_EQ(Addr(p, "10.20.0.5").rule, "operator-deny-cidr:10.20.0.5/32");
+  EXPECT_TRUE(Addr(p, "10.20.0.6").allowed);
+  EXPECT_TRUE(Addr(p, "203.0.113.8").allowed);
+  // Metadata keeps its own rule.
+  op.deny_cidrs.push_back("169.254.0.0/16");
+  EXPECT_EQ(Addr(Compile(Net(NetworkProfile::kOpen), op), "169.254.169.254").rule,
+            "always-denied:169.254.0.0/16 (metadata)");
+
+  OperatorPolicy fewer = op;
+  fewer.deny_cidrs = {"10.20.0.5/32"};
+  Policy looser = Compile(Net(NetworkProfile::kOpen), fewer);
+  EXPECT_FALSE(looser.IsNoLooserThan(p));
+  EXPECT_TRUE(p.IsNoLooserThan(looser));
+  EXPECT_EQ(p.ToJson()["operator_deny_cidrs"].size(), 2u);
+
+  op.deny_cidrs = {"203.0.113.7/40"};
+  absl::StatusOr<Policy> bad = Policy::Compile(Net(NetworkProfile::kOpen), op);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("operator policy: deny CIDR"), std::string_view::npos)
+      << bad.status();
+
+  absl::StatusOr<OperatorPolicy> parsed =
+      OperatorPolicyFromJson(nlohmann::json::parse(R"({"denyCidrs": ["198.51.100.1"]})"));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->deny_cidrs, std::vector<std::string>{"198.51.100.1"});
+  EXPECT_EQ(ToJson(*parsed)["denyCidrs"], nlohmann::json::array({"198.51.100.1"}));
+}
+
 TEST(PolicyTest, RebindingNameIsCheckedOnEveryAddress) {
   // A name resolving to a public and to a metadata address: the proxy checks each one, so only
   // the public address is ever connected to.

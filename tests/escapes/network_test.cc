@@ -151,7 +151,8 @@ TEST_F(NetworkTest, GitClonesOverHttpInRepoEgress) {
   }
   auto sb = Make(Spec(spec::NetworkProfile::kRepoEgress, {"git.test"}));
   ASSERT_NE(sb, nullptr);
-  CommandResult r = Exec(*sb, {"sh", "-c", "git clone -q http://git.test/repo.git c && cat c/README"});
+  CommandResult r =
+      Exec(*sb, {"sh", "-c", "git clone -q http://git.test/repo.git c && cat c/README"});
   EXPECT_EQ(r.classification, Classification::kOk) << r.stderr_preview;
   EXPECT_EQ(r.stdout_preview, "through the proxy\n");
   DestroyAndCheckGone(std::move(sb));
@@ -232,6 +233,33 @@ TEST_F(NetworkTest, OnlyTheOperatorOpensAPrivateRegistry) {
   DestroyAndCheckGone(std::move(sb));
 }
 
+// Attack: a sandbox with the open profile reaches a service of its own node through the node's
+// public address, which no interface of the node shows (a NATed cloud address) and which is
+// therefore an ordinary public address to the proxy. The operator denies it node-wide
+// (denyCidrs): the request is refused with the operator's rule, nothing reaches the server, and
+// the deny wins over an open entry for the same address; the other public hosts stay reachable.
+TEST_F(NetworkTest, OperatorDenyCidrsCloseTheNodesPublicAddress) {
+  netproxy::OperatorPolicy op;
+  op.deny_cidrs = {std::string(TestNetwork::kHostC) + "/32"};
+  op.open_private_cidrs = {std::string(TestNetwork::kPrivateHost) + "/32"};
+  op.deny_cidrs.push_back(std::string(TestNetwork::kPrivateHost) + "/32");
+  auto sb = Make(Spec(spec::NetworkProfile::kOpen), op);
+  ASSERT_NE(sb, nullptr);
+  for (const char* url : {"http://other.test/hello", "http://internal.test/hello"}) {
+    CommandResult r = Curl(*sb, url);
+    EXPECT_NE(r.exit_code, 0) << url;
+    ASSERT_FALSE(r.violations.empty()) << url;
+    EXPECT_EQ(r.violations[0].data["rule"].get<std::string>().rfind("operator-deny-cidr:", 0), 0u)
+        << url << ": " << r.violations[0].data.dump();
+    // Closed on purpose by the node's operator: not a network the command could be given.
+    EXPECT_NE(r.classification, Classification::kNetworkRequired) << url;
+  }
+  EXPECT_TRUE(servers_["host-c"]->requests().empty());
+  EXPECT_TRUE(servers_["private"]->requests().empty());
+  EXPECT_EQ(Curl(*sb, "http://registry.test/hello").stdout_preview, "hello from host-a\n");
+  DestroyAndCheckGone(std::move(sb));
+}
+
 TEST_F(NetworkTest, ToolsThatIgnoreTheProxyGetNoNetwork) {
   auto sb = Make(Spec(spec::NetworkProfile::kOpen));
   ASSERT_NE(sb, nullptr);
@@ -296,8 +324,7 @@ TEST_F(NetworkTest, SandboxesAreServedOnlyUnderTheirOwnPolicy) {
 TEST_F(NetworkTest, PolicyChangesWithoutRestart) {
   auto sb = Make(Spec(spec::NetworkProfile::kDependencyEgress, {"registry.test"}));
   ASSERT_NE(sb, nullptr);
-  EXPECT_EQ(Curl(*sb, "http://other.test/hello").classification,
-            Classification::kNetworkRequired);
+  EXPECT_EQ(Curl(*sb, "http://other.test/hello").classification, Classification::kNetworkRequired);
   spec::Network wider;
   wider.profile = spec::NetworkProfile::kDependencyEgress;
   wider.allow_hosts = {"registry.test", "other.test"};
