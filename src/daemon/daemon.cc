@@ -268,6 +268,7 @@ class Daemon::Impl {
     ho.listen = options_.listen;
     ho.threads = options_.http_threads;
     ho.authenticate = [this](Exchange& ex) { return Authenticate(ex); };
+    ho.authenticate_on = pool_.get_executor();  // a store read, once a minute a write
     ho.on_complete = [this](const Exchange& ex, std::string_view route, std::chrono::microseconds) {
       http_requests_->Inc(
           {std::string(route.empty() ? "unmatched" : route), std::to_string(ex.status())});

@@ -461,7 +461,13 @@ asio::awaitable<void> Connection::Run() {
       ex.request().params = std::move(match->params);
       route = match->pattern;
       absl::Status auth;
-      if (match->options->authenticated && opt.authenticate) auth = opt.authenticate(ex);
+      if (match->options->authenticated && opt.authenticate) {
+        if (opt.authenticate_on) {
+          auth = co_await RunBlocking(*opt.authenticate_on, [&] { return opt.authenticate(ex); });
+        } else {
+          auth = opt.authenticate(ex);
+        }
+      }
       if (!auth.ok()) {
         co_await ex.RespondError(auth);
       } else if (!match->options->stream_body) {

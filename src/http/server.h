@@ -152,6 +152,9 @@ struct ServerOptions {
   size_t max_connections = 4096;
   // Runs before every authenticated route: sets the principal or fails (401/403).
   std::function<absl::Status(Exchange&)> authenticate;
+  // Where `authenticate` runs when it may block (a database lookup): a thread pool, so that a
+  // slow lookup holds up only its own request. Empty: on the connection's I/O thread.
+  std::optional<asio::any_io_executor> authenticate_on;
   // After every request: for access logs and metrics. `route` is the pattern matched ("" if none).
   std::function<void(const Exchange&, std::string_view route, std::chrono::microseconds)>
       on_complete;

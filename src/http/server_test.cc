@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include "boost/asio/detached.hpp"
@@ -47,9 +48,15 @@ class ServerTest : public ::testing::Test {
     return fd;
   }
 
-  // Sends raw bytes on a fresh connection and returns everything the server answers.
-  std::string Raw(const std::string& bytes) {
+  // Sends raw bytes on a fresh connection and returns everything the server answers (within
+  // `timeout` of silence, when one is given).
+  std::string Raw(const std::string& bytes, std::chrono::milliseconds timeout = {}) {
     int fd = Connect();
+    if (timeout.count() > 0) {
+      timeval tv = {static_cast<time_t>(timeout.count() / 1000),
+                    static_cast<suseconds_t>(timeout.count() % 1000 * 1000)};
+      EXPECT_EQ(::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+    }
     EXPECT_EQ(::write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
     ::shutdown(fd, SHUT_WR);
     std::string out;
@@ -247,8 +254,8 @@ TEST_F(ServerTest, GarbageAndHugeHeadsGetClearAnswers) {
   EXPECT_EQ(Raw("\x16\x03\x01 not http at all\r\n\r\n"), "");  // closed without an answer
 }
 
-TEST_F(ServerTest, AuthenticationRunsBeforeProtectedRoutesOnly) {
-  Router r = EchoRouter();
+// An open /healthz and an authenticated /v1/whoami that answers with the principal.
+void AddHealthAndWhoami(Router& r) {
   r.Add(
       verb::get, "/healthz",
       [](Exchange& ex) -> asio::awaitable<void> { co_await ex.Respond(200, "text/plain", "ok\n"); },
@@ -257,6 +264,11 @@ TEST_F(ServerTest, AuthenticationRunsBeforeProtectedRoutesOnly) {
     nlohmann::json body = {{"principal", ex.principal()}};
     co_await ex.RespondJson(200, body);
   });
+}
+
+TEST_F(ServerTest, AuthenticationRunsBeforeProtectedRoutesOnly) {
+  Router r = EchoRouter();
+  AddHealthAndWhoami(r);
   ServerOptions o;
   o.authenticate = [](Exchange& ex) -> absl::Status {
     std::string auth = ex.request().Header("Authorization");
@@ -278,6 +290,42 @@ TEST_F(ServerTest, AuthenticationRunsBeforeProtectedRoutesOnly) {
   auto wrong = Client::Create(
       {.base_url = "http://127.0.0.1:" + std::to_string(server_->port()), .api_key = "k2"});
   EXPECT_EQ((*wrong)->Send(verb::get, "/v1/whoami")->status, 401);
+}
+
+// An authenticator that stalls (a store waiting on its disk) holds up only its own request when it
+// runs on a pool: on a server with one I/O thread, an open route answers while an authentication
+// is still waiting, and the waiting request is answered once the authenticator is let go. With
+// the authenticator on the I/O thread the open route would get no answer before its timeout.
+TEST_F(ServerTest, StalledAuthenticationHoldsUpOnlyItsOwnRequest) {
+  boost::asio::thread_pool pool(1);
+  Router r;
+  AddHealthAndWhoami(r);
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::promise<void> entered;
+  ServerOptions o;
+  o.threads = 1;
+  o.authenticate = [&, once = std::make_shared<std::once_flag>()](Exchange& ex) {
+    std::call_once(*once, [&] { entered.set_value(); });
+    released.wait();
+    ex.set_principal("user-1");
+    return absl::OkStatus();
+  };
+  o.authenticate_on = pool.get_executor();
+  Start(std::move(r), o);
+
+  absl::StatusOr<ClientResponse> who;
+  std::thread waiting([&] { who = client_->Send(verb::get, "/v1/whoami"); });
+  ASSERT_EQ(entered.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  std::string health =
+      Raw("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", std::chrono::milliseconds(3000));
+  release.set_value();
+  waiting.join();
+  EXPECT_EQ(health.rfind("HTTP/1.1 200", 0), 0u) << health;
+  ASSERT_TRUE(who.ok()) << who.status();
+  EXPECT_EQ(who->status, 200);
+  EXPECT_EQ(nlohmann::json::parse(who->body)["principal"], "user-1");
+  pool.join();
 }
 
 // Answers with a chunked stream of what `q` yields, until it closes or the client leaves.
