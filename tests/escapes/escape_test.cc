@@ -67,6 +67,24 @@ TEST_P(EscapeTest, HostProcIsNotVisible) {
   EXPECT_LE(std::stoi(r.stdout_preview), 4) << "more processes visible than the sandbox's own";
 }
 
+// Attack: read the host kernel's secrets and maps from /proc: its memory image, the keys of its
+// keyrings, timer and scheduler internals with kernel addresses, its symbol table, its build
+// configuration (which mitigations it has). Each file the host has reads as empty in the sandbox.
+TEST_P(EscapeTest, KernelInterfacesInProcReadEmpty) {
+  std::string script = "for f in";
+  std::string expected;
+  for (const char* f : {"/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sched_debug",
+                        "/proc/kallsyms", "/proc/config.gz"}) {
+    if (access(f, F_OK) != 0) continue;
+    script += fmt::format(" {}", f);
+    expected += fmt::format("{} 0\n", f);
+  }
+  ASSERT_FALSE(expected.empty()) << "the host has none of the files";
+  script += "; do printf '%s %s\\n' $f $(cat $f 2>/dev/null | wc -c); done";
+  CommandResult r = Shell(script);
+  EXPECT_EQ(r.stdout_preview, expected) << r.stderr_preview;
+}
+
 TEST_P(EscapeTest, MountinfoShowsNoHostPaths) {
   CommandResult r = Shell("cat /proc/self/mountinfo");
   ASSERT_EQ(r.classification, Classification::kOk);

@@ -42,10 +42,11 @@ constexpr const char* kMaskedFiles[] = {"/etc/shadow",          "/etc/gshadow", 
                                         "/etc/security/opasswd"};
 constexpr const char* kMaskedDirs[] = {"/etc/ssh",      "/etc/sudoers.d", "/etc/ssl/private",
                                        "/etc/polkit-1", "/etc/docker",    "/etc/kubernetes"};
-// Kernel interfaces in /proc that sandboxed code has no business with.
-constexpr const char* kMaskedProcFiles[] = {"/proc/kcore",      "/proc/keys",
-                                            "/proc/timer_list", "/proc/sched_debug",
-                                            "/proc/kallsyms",   "/proc/sysrq-trigger"};
+// Kernel interfaces in /proc that sandboxed code has no business with (config.gz: the host
+// kernel's build options, a map of which mitigations and features it has).
+constexpr const char* kMaskedProcFiles[] = {
+    "/proc/kcore",    "/proc/keys",          "/proc/timer_list", "/proc/sched_debug",
+    "/proc/kallsyms", "/proc/sysrq-trigger", "/proc/config.gz"};
 constexpr const char* kMaskedProcDirs[] = {"/proc/acpi", "/proc/scsi", "/proc/irq",
                                            "/proc/bus",  "/proc/fs",   "/proc/driver"};
 constexpr const char* kDevices[] = {"null", "zero", "full", "random", "urandom", "tty"};
