@@ -93,9 +93,7 @@ absl::Status ApplySyscallFlags(const SpecFlags& f, nlohmann::json& doc) {
     nlohmann::json names = nlohmann::json::array();
     for (const char* n : kFeedbackSyscalls) names.push_back(n);
     rules.push_back({{"names", names}, {"action", route}});
-    rules.push_back({{"names", {"sendto"}},
-                     {"args", {{{"index", 4}, {"op", "ne"}, {"value", 0}}}},
-                     {"action", route}});
+    rules.push_back(spec::ToJson(supervisor::AddressedSendto(route)));
   }
   if (!f.trace.empty()) rules.push_back({{"names", f.trace}, {"action", route}});
   if (f.trace_all) doc["process"]["syscallDefaultAction"] = route;

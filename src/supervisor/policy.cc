@@ -201,6 +201,10 @@ std::string RuleName(int rule) {
   }
 }
 
+spec::SyscallRule AddressedSendto(const std::string& action) {
+  return {{"sendto"}, {{4, "ne", 0, 0}}, action};
+}
+
 std::vector<spec::SyscallRule> RulesRestricting(const std::string& name,
                                                 const std::string& action) {
   std::vector<spec::SyscallRule> rules = {{{name}, {}, action}};
@@ -209,7 +213,7 @@ std::vector<spec::SyscallRule> RulesRestricting(const std::string& name,
     for (std::string_view other : g.same.empty() ? g.calls : g.same) {
       if (other == name) continue;
       if (other == "sendto") {  // send() is sendto without an address: only addressed ones
-        rules.push_back({{"sendto"}, {{4, "ne", 0, 0}}, action});
+        rules.push_back(AddressedSendto(action));
       } else {
         rules[0].names.emplace_back(other);
       }

@@ -158,6 +158,10 @@ std::string RuleName(int rule);
 // sendmsg, sendmmsg and sendto when it carries an address, and so on (policy.cc, SameEffects).
 std::vector<spec::SyscallRule> RulesRestricting(const std::string& name, const std::string& action);
 
+// A rule giving `action` to sendto calls that carry a destination address (args[4] is not 0):
+// those reach an endpoint without connect. sendto without one is send() on a connected socket.
+spec::SyscallRule AddressedSendto(const std::string& action);
+
 // AUDIT_ARCH_* of the architecture this build runs on.
 uint32_t NativeAuditArch();
 
