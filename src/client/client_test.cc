@@ -3,7 +3,10 @@
 #include "client/client.h"
 
 #include <grp.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cstdio>
 
 #include <filesystem>
 #include <thread>
@@ -296,6 +299,89 @@ TEST_F(ClientTest, ImagesImportListRunAndRemove) {
   EXPECT_EQ(client_->GetImage(img.digest).status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(client_->CreateSandbox({.spec = {{"image", "team/busybox:1"}}}).status().code(),
             absl::StatusCode::kNotFound);
+}
+
+// Runs `airlockd ARGS` (stdout and stderr together); its exit status and output.
+std::pair<int, std::string> Airlockd(const std::string& args) {
+  std::string cmd = std::string(AIRLOCKD_BIN) + " " + args + " 2>&1";
+  FILE* f = ::popen(cmd.c_str(), "r");
+  if (f == nullptr) return {-1, "popen failed"};
+  std::string out;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof(buf), f)) out.append(buf, n);
+  int status = ::pclose(f);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+// Two keys on one node. The attack: Bob imports his own image under the tag Alice's sandboxes
+// use ("team/busybox:1"), then deletes Alice's image by its digest. Alice's next sandbox still
+// runs her image, Bob's delete and lookups answer 404 as for an image that does not exist, and
+// neither key lists the other's images. The node's images (airlockd admin import-image) are
+// seen by both, and only the node's operator removes them.
+TEST_F(ClientTest, AKeyCannotTakeAnotherKeysImageOrTag) {
+  std::string bob_token;
+  {
+    auto store = store::OpenSqliteStore(dir_, {});
+    ASSERT_TRUE(store.ok()) << store.status();
+    auto key = (*store)->CreateApiKey("bob", "admin");
+    ASSERT_TRUE(key.ok()) << key.status();
+    bob_token = key->token;
+  }
+  auto bob = Client::Create({.url = url_, .api_key = bob_token});
+  ASSERT_TRUE(bob.ok());
+  auto mine = client_->ImportImage(BusyboxImage("alice"), {"team/busybox:1"});
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  auto theirs = (*bob)->ImportImage(BusyboxImage("bob"), {"team/busybox:1"});
+  ASSERT_TRUE(theirs.ok()) << theirs.status();
+  const std::string alices = (*mine)[0].digest;
+
+  for (const std::string& ref : {alices, std::string("team/busybox:1")}) {
+    absl::Status removed = (*bob)->RemoveImage(ref);
+    if (ref == alices) {
+      EXPECT_EQ(ErrorOf(removed).http_status, 404) << removed;
+      EXPECT_EQ(removed.message(), fmt::format("image {} is not in the image store", alices))
+          << "the answer for an image nobody imported";
+    } else {
+      EXPECT_TRUE(removed.ok()) << "Bob's own tag and image: " << removed;
+    }
+  }
+  EXPECT_EQ((*bob)->GetImage(alices).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ((*bob)->CreateSandbox({.spec = {{"image", alices}}}).status().code(),
+            absl::StatusCode::kNotFound);
+  auto bobs_list = (*bob)->ListImages();
+  ASSERT_TRUE(bobs_list.ok());
+  EXPECT_TRUE(bobs_list->empty());
+
+  absl::StatusOr<Sandbox> sb = client_->CreateSandbox({.spec = {{"image", "team/busybox:1"}}});
+  ASSERT_TRUE(sb.ok()) << sb.status();
+  EXPECT_EQ(sb->image_digest, alices);
+  absl::StatusOr<CommandResult> r = client_->Exec(sb->id, {.argv = {"/bin/cat", "/etc/marker"}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->stdout_preview, "alice");
+  ASSERT_TRUE(client_->DestroySandbox(sb->id).ok());
+
+  // A node image: imported on the node, used by both keys, removed only there.
+  auto [rc, out] = Airlockd(fmt::format("admin import-image --data-dir {} {} --tag node/busybox:1",
+                                        dir_, BusyboxImage("node")));
+  ASSERT_EQ(rc, 0) << out;
+  for (Client* c : {client_.get(), bob->get()}) {
+    absl::StatusOr<Sandbox> s = c->CreateSandbox({.spec = {{"image", "node/busybox:1"}}});
+    ASSERT_TRUE(s.ok()) << s.status();
+    r = c->Exec(s->id, {.argv = {"/bin/cat", "/etc/marker"}});
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->stdout_preview, "node");
+    ASSERT_TRUE(c->DestroySandbox(s->id).ok());
+  }
+  absl::Status refused = (*bob)->RemoveImage("node/busybox:1");
+  EXPECT_EQ(ErrorOf(refused).http_status, 403) << refused;
+  std::tie(rc, out) =
+      Airlockd(fmt::format("admin remove-image --data-dir {} node/busybox:1", dir_));
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ((*bob)->GetImage("node/busybox:1").status().code(), absl::StatusCode::kNotFound);
+  std::tie(rc, out) =
+      Airlockd(fmt::format("admin remove-image --data-dir {} node/busybox:1", dir_));
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(out.find("image node/busybox:1 is not in the image store"), std::string::npos) << out;
 }
 
 // The image's Env, WorkingDir and User apply to its sandboxes' commands, under the spec: what

@@ -192,6 +192,7 @@ asio::awaitable<void> ImagesApi::Import(Exchange& ex) {
     tags.push_back(*tag);
   }
   bool progress = ex.request().Header("Accept").find("text/event-stream") != std::string::npos;
+  const std::string owner = ex.principal();
 
   auto file = std::make_shared<TempFile>();
   absl::Status opened = co_await http::RunBlocking(pool_, [&]() -> absl::Status {
@@ -235,7 +236,7 @@ asio::awaitable<void> ImagesApi::Import(Exchange& ex) {
   if (!progress) {
     absl::StatusOr<json> r = co_await http::RunBlocking(pool_, [&]() -> absl::StatusOr<json> {
       absl::StatusOr<std::vector<image::ImageInfo>> got =
-          images_->Import(file->path, {.tags = tags});
+          images_->Import(file->path, {.tags = tags, .owner = owner});
       if (!got.ok()) return ImportError(got.status());
       return ImagesJson(*got);
     });
@@ -248,9 +249,10 @@ asio::awaitable<void> ImagesApi::Import(Exchange& ex) {
   auto q = std::make_shared<http::StreamQueue<std::string>>(ex.executor(), 64);
   std::string request_id = ex.request().request_id;
   image::ImageStore* images = images_;
-  asio::post(pool_, [q, file, tags, request_id, images] {
+  asio::post(pool_, [q, file, tags, owner, request_id, images] {
     image::ImportOptions o;
     o.tags = tags;
+    o.owner = owner;
     o.progress = [&q](const image::ImportProgress& p) {
       (void)q->Push(Sse("progress", {{"stage", StageName(p.stage)},
                                      {"layer", p.layer},
@@ -276,8 +278,9 @@ asio::awaitable<void> ImagesApi::List(Exchange& ex) {
         fmt::format("unknown query parameter \"{}\"", ex.request().query.front().first)));
     co_return;
   }
+  const std::string owner = ex.principal();
   absl::StatusOr<json> r = co_await http::RunBlocking(pool_, [&]() -> absl::StatusOr<json> {
-    ASSIGN_OR_RETURN(std::vector<image::ImageInfo> list, images_->List());
+    ASSIGN_OR_RETURN(std::vector<image::ImageInfo> list, images_->List(owner));
     return ImagesJson(list);
   });
   co_await Reply(ex, 200, r);
@@ -285,9 +288,10 @@ asio::awaitable<void> ImagesApi::List(Exchange& ex) {
 
 asio::awaitable<void> ImagesApi::Get(Exchange& ex) {
   std::string ref = ReferenceOf(ex);
+  const std::string owner = ex.principal();
   absl::StatusOr<json> r = co_await http::RunBlocking(pool_, [&]() -> absl::StatusOr<json> {
-    ASSIGN_OR_RETURN(image::Digest d, images_->Resolve(ref));
-    ASSIGN_OR_RETURN(image::ImageInfo info, images_->Get(d));
+    ASSIGN_OR_RETURN(image::Digest d, images_->Resolve(ref, owner));
+    ASSIGN_OR_RETURN(image::ImageInfo info, images_->Get(d, owner));
     return ImageJson(info);
   });
   co_await Reply(ex, 200, r);
@@ -295,9 +299,10 @@ asio::awaitable<void> ImagesApi::Get(Exchange& ex) {
 
 asio::awaitable<void> ImagesApi::Remove(Exchange& ex) {
   std::string ref = ReferenceOf(ex);
+  const std::string owner = ex.principal();
   absl::StatusOr<json> r = co_await http::RunBlocking(pool_, [&]() -> absl::StatusOr<json> {
-    ASSIGN_OR_RETURN(image::Digest d, images_->Resolve(ref));
-    RETURN_IF_ERROR(images_->Remove(d.str()), fmt::format("remove image {}", ref));
+    ASSIGN_OR_RETURN(image::Digest d, images_->Resolve(ref, owner));
+    RETURN_IF_ERROR(images_->Remove(d.str(), owner), fmt::format("remove image {}", ref));
     return json{{"digest", d.str()}, {"removed", true}};
   });
   co_await Reply(ex, 200, r);

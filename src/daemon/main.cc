@@ -1,9 +1,11 @@
 // airlockd: the airlock server. `--role all` (the embedded default: one node with SQLite and a
 // local blob directory, no other service) and `--role node` serve the node API
-// (docs/daemon.md, docs/api/openapi.yaml); `admin create-key` makes an API key.
+// (docs/daemon.md, docs/api/openapi.yaml); `admin create-key` makes an API key, `admin
+// import-image` and `admin remove-image` manage the node's images, which every key sees.
 //
 //   airlockd --role all --listen 127.0.0.1:7878 --data-dir /var/lib/airlockd
 //   airlockd admin create-key --data-dir /var/lib/airlockd [--name NAME]
+//   airlockd admin import-image --data-dir /var/lib/airlockd base.oci.tar [--tag base:1]
 #include <grp.h>
 #include <signal.h>
 #include <unistd.h>
@@ -15,6 +17,7 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "daemon/daemon.h"
+#include "daemon/images_api.h"
 #include "fmt/format.h"
 #include "netproxy/policy.h"
 #include "store/sqlite_store.h"
@@ -69,6 +72,43 @@ int CreateKey(const std::string& data_dir, const std::string& name) {
   return 0;
 }
 
+// The node's images (image::kNodeImages), changed by its operator on the node itself; a running
+// daemon sees the change at once (the store's index is shared through file locks).
+struct NodeImageArgs {
+  std::string data_dir;
+  std::string path;
+  std::vector<std::string> tags;
+};
+
+int NodeImages(const NodeImageArgs& args, bool import) {
+  auto fail = [](const absl::Status& s) {
+    std::fprintf(stderr, "airlockd: %s\n", std::string(Message(s)).c_str());
+    return 1;
+  };
+  if (::geteuid() != 0) {
+    return fail(absl::PermissionDeniedError(
+        "run as root: image files are owned by the sandboxes' host uid range"));
+  }
+  absl::StatusOr<std::unique_ptr<store::Store>> s = store::OpenSqliteStore(args.data_dir, {});
+  if (!s.ok()) return fail(s.status());
+  absl::StatusOr<std::unique_ptr<image::ImageStore>> images =
+      OpenNodeImageStore(args.data_dir, s->get());
+  if (!images.ok()) return fail(images.status());
+  if (!import) {
+    absl::Status removed = (*images)->Remove(args.path, image::kNodeImages);
+    if (!removed.ok()) return fail(removed);
+    std::fprintf(stderr, "airlockd: removed the node's image %s\n", args.path.c_str());
+    return 0;
+  }
+  absl::StatusOr<std::vector<image::ImageInfo>> got =
+      (*images)->Import(args.path, {.tags = args.tags, .owner = std::string(image::kNodeImages)});
+  if (!got.ok()) return fail(got.status());
+  for (const image::ImageInfo& info : *got) {
+    std::printf("%s\n", ImageJson(info).dump().c_str());
+  }
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   CLI::App app{"airlockd: the airlock server", "airlockd"};
   app.set_version_flag("--version", "airlockd 0.1.0");
@@ -114,12 +154,27 @@ int Main(int argc, char** argv) {
   std::string key_dir, key_name = "default";
   create_key->add_option("--data-dir", key_dir, "The daemon's data directory")->required();
   create_key->add_option("--name", key_name, "A name for the key");
+  NodeImageArgs import_args, remove_args;
+  CLI::App* import_image = admin->add_subcommand(
+      "import-image", "Import an image archive as one of the node's images (every key sees them)");
+  import_image->add_option("--data-dir", import_args.data_dir, "The daemon's data directory")
+      ->required();
+  import_image->add_option("archive", import_args.path, "OCI layout or docker save tarball")
+      ->required();
+  import_image->add_option("--tag", import_args.tags, "NAME[:TAG] to give it (repeatable)");
+  CLI::App* remove_image =
+      admin->add_subcommand("remove-image", "Remove one of the node's images (refused while used)");
+  remove_image->add_option("--data-dir", remove_args.data_dir, "The daemon's data directory")
+      ->required();
+  remove_image->add_option("reference", remove_args.path, "A digest or a node tag")->required();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
   if (*create_key) return CreateKey(key_dir, key_name);
+  if (*import_image) return NodeImages(import_args, /*import=*/true);
+  if (*remove_image) return NodeImages(remove_args, /*import=*/false);
   if (o.manager.data_dir.empty()) {
     std::fprintf(stderr, "airlockd: --data-dir is required\n");
     return 2;

@@ -319,6 +319,7 @@ absl::StatusOr<spec::SandboxSpec> SandboxManager::ResolveSpec(const CreateReques
 }
 
 absl::StatusOr<spec::SandboxSpec> SandboxManager::EffectiveSpec(const CreateRequest& request,
+                                                                const ApiKeyId& owner,
                                                                 image::ImageLease* lease) {
   json doc;
   ASSIGN_OR_RETURN(spec::SandboxSpec s, ResolveSpec(request, &doc));
@@ -328,9 +329,9 @@ absl::StatusOr<spec::SandboxSpec> SandboxManager::EffectiveSpec(const CreateRequ
   // and User fill what the spec left out, and the result is parsed (and validated) again.
   if (images_ == nullptr) return FailedPrecondition("spec.image: this node has no image store");
   const std::string shown = fmt::format("spec.image {}", s.image);
-  ASSIGN_OR_RETURN(image::Digest digest, images_->Resolve(s.image), shown);
+  ASSIGN_OR_RETURN(image::Digest digest, images_->Resolve(s.image, owner.value()), shown);
   ASSIGN_OR_RETURN(*lease, images_->Acquire(digest), shown);
-  ASSIGN_OR_RETURN(image::ImageInfo info, images_->Get(digest), shown);
+  ASSIGN_OR_RETURN(image::ImageInfo info, images_->Get(digest, owner.value()), shown);
   RETURN_IF_ERROR(ApplyImageConfig(info.config, images_->RootfsPath(digest), &doc), shown);
   doc["image"] = digest.str();
   ASSIGN_OR_RETURN(s, spec::ParseSpecJson(doc, {}),
@@ -341,7 +342,7 @@ absl::StatusOr<spec::SandboxSpec> SandboxManager::EffectiveSpec(const CreateRequ
 absl::StatusOr<store::CreateResult> SandboxManager::Create(const Caller& caller,
                                                            const CreateRequest& request) {
   image::ImageLease lease;
-  ASSIGN_OR_RETURN(spec::SandboxSpec s, EffectiveSpec(request, &lease));
+  ASSIGN_OR_RETURN(spec::SandboxSpec s, EffectiveSpec(request, caller.key, &lease));
   absl::Duration ttl = request.ttl.value_or(options_.default_ttl);
   if (ttl <= absl::ZeroDuration() || ttl > options_.max_ttl) {
     return InvalidArgument(fmt::format("ttl_seconds: must be between 1 and {}",

@@ -241,9 +241,10 @@ class SandboxManager {
   // The spec of a create request (its spec or template), parsed; *doc gets the document it was
   // parsed from.
   absl::StatusOr<spec::SandboxSpec> ResolveSpec(const CreateRequest& request, nlohmann::json* doc);
-  // ResolveSpec, then the image's resolution (into *lease) and configuration.
+  // ResolveSpec, then the image's resolution as `owner` sees the images (into *lease) and
+  // configuration.
   absl::StatusOr<spec::SandboxSpec> EffectiveSpec(const CreateRequest& request,
-                                                  image::ImageLease* lease);
+                                                  const ApiKeyId& owner, image::ImageLease* lease);
   // OK when the node may take one more sandbox (max_sandboxes); ResourceExhausted otherwise.
   absl::Status CheckRoom();
   // A created sandbox, or a retry of an earlier create once that create has finished.

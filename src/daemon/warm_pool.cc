@@ -47,7 +47,7 @@ const ApiKeyId& SandboxManager::WarmPoolOwner() {
 absl::StatusOr<spec::SandboxSpec> SandboxManager::WarmPoolSpec(image::ImageLease* lease) {
   CreateRequest request;
   request.template_name = options_.warm_pool_template;
-  ASSIGN_OR_RETURN(spec::SandboxSpec s, EffectiveSpec(request, lease),
+  ASSIGN_OR_RETURN(spec::SandboxSpec s, EffectiveSpec(request, WarmPoolOwner(), lease),
                    fmt::format("--warm-pool-template {}", options_.warm_pool_template));
   return s;
 }

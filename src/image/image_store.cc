@@ -45,11 +45,14 @@ constexpr int64_t kIndexMaxBytes = 64 << 20;
 // created a moment before its owner locks it.
 constexpr time_t kStaleWorkSeconds = 60;
 
+using Owners = std::set<std::string, std::less<>>;
+
 // What index.json keeps per image.
 struct Record {
   Digest config;
   std::vector<Digest> layers;
-  std::vector<std::string> tags;
+  Owners owners;                                         // who imported it (kNodeImages, a key)
+  std::map<std::string, std::vector<std::string>> tags;  // owner -> its tags, sorted
   int64_t unpacked_bytes = 0;
   int64_t blob_bytes = 0;
   int64_t entries = 0;
@@ -67,6 +70,7 @@ absl::StatusOr<Index> ParseIndexFile(std::string_view text) {
   Json j = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return DataLoss("not a JSON object");
   Index index;
+  const int64_t version = j.value("version", int64_t{1});
   auto images = j.find("images");
   if (images == j.end()) return index;
   if (!images->is_object()) return DataLoss("images: not an object");
@@ -87,8 +91,23 @@ absl::StatusOr<Index> ParseIndexFile(std::string_view text) {
       ASSIGN_OR_RETURN(Digest ld, digest(l), fmt::format("images.{}.layers", key));
       r.layers.push_back(std::move(ld));
     }
-    for (const Json& t : v.value("tags", Json::array())) {
-      if (t.is_string()) r.tags.push_back(t.get<std::string>());
+    auto strings = [](const Json& list) {
+      std::vector<std::string> out;
+      if (!list.is_array()) return out;
+      for (const Json& t : list) {
+        if (t.is_string()) out.push_back(t.get<std::string>());
+      }
+      return out;
+    };
+    if (version < 2) {
+      // Before owners, every image was the node's and its tags were one list.
+      r.owners.insert(std::string(kNodeImages));
+      r.tags[std::string(kNodeImages)] = strings(v.value("tags", Json::array()));
+    } else {
+      for (std::string& o : strings(v.value("owners", Json::array()))) r.owners.insert(o);
+      Json tags = v.value("tags", Json::object());
+      if (!tags.is_object()) return DataLoss(fmt::format("images.{}.tags: not an object", key));
+      for (const auto& [owner, list] : tags.items()) r.tags[owner] = strings(list);
     }
     r.unpacked_bytes = integer(v, "unpacked_bytes");
     r.blob_bytes = integer(v, "blob_bytes");
@@ -105,12 +124,21 @@ std::string FormatIndex(const Index& index) {
   for (const auto& [d, r] : index) {
     Json layers = Json::array();
     for (const Digest& l : r.layers) layers.push_back(l.str());
-    images[d.str()] = {
-        {"config", r.config.str()},           {"layers", layers},           {"tags", r.tags},
-        {"unpacked_bytes", r.unpacked_bytes}, {"blob_bytes", r.blob_bytes}, {"entries", r.entries},
-        {"skipped_entries", r.skipped},       {"imported", r.imported}};
+    Json tags = Json::object();
+    for (const auto& [owner, list] : r.tags) {
+      if (!list.empty()) tags[owner] = list;
+    }
+    images[d.str()] = {{"config", r.config.str()},
+                       {"layers", layers},
+                       {"owners", r.owners},
+                       {"tags", tags},
+                       {"unpacked_bytes", r.unpacked_bytes},
+                       {"blob_bytes", r.blob_bytes},
+                       {"entries", r.entries},
+                       {"skipped_entries", r.skipped},
+                       {"imported", r.imported}};
   }
-  return Json{{"version", 1}, {"images", images}}.dump(2) + "\n";
+  return Json{{"version", 2}, {"images", images}}.dump(2) + "\n";
 }
 
 absl::StatusOr<std::string> ReadBounded(int fd, int64_t max, std::string_view what) {
@@ -564,13 +592,52 @@ std::vector<std::string> ListDir(const std::string& dir) {
   return out;
 }
 
-absl::StatusOr<ImageInfo> MakeInfo(const StorePaths& p, const Digest& d, const Record& r,
-                                   int64_t max_json) {
+// Whether `owner` sees the image: its own, or the node's (which every owner sees).
+bool Visible(const Record& r, std::string_view owner) {
+  return r.owners.contains(owner) || r.owners.contains(kNodeImages);
+}
+
+const std::vector<std::string>& TagsOf(const Record& r, std::string_view owner) {
+  static const std::vector<std::string> kNone;
+  auto it = r.tags.find(std::string(owner));
+  return it == r.tags.end() ? kNone : it->second;
+}
+
+bool HasTag(const Record& r, std::string_view owner, std::string_view tag) {
+  const std::vector<std::string>& tags = TagsOf(r, owner);
+  return std::find(tags.begin(), tags.end(), tag) != tags.end();
+}
+
+// The image a tag names for `owner`: its own tag first, then the node's.
+std::optional<Digest> FindTag(const Index& index, std::string_view owner, std::string_view tag) {
+  for (std::string_view ns : {owner, kNodeImages}) {
+    for (const auto& [d, r] : index) {
+      if (HasTag(r, ns, tag) && Visible(r, owner)) return d;
+    }
+  }
+  return std::nullopt;
+}
+
+// The tags `owner` would resolve to image `d`: its own, and the node's it has not overridden.
+std::vector<std::string> ViewTags(const Index& index, const Digest& d, std::string_view owner) {
+  std::set<std::string> out;
+  const Record& r = index.at(d);
+  for (std::string_view ns : {owner, kNodeImages}) {
+    for (const std::string& t : TagsOf(r, ns)) {
+      if (FindTag(index, owner, t) == d) out.insert(t);
+    }
+  }
+  return {out.begin(), out.end()};
+}
+
+absl::StatusOr<ImageInfo> MakeInfo(const StorePaths& p, const Index& index, const Digest& d,
+                                   std::string_view owner, int64_t max_json) {
+  const Record& r = index.at(d);
   ImageInfo info;
   info.digest = d;
   info.config_digest = r.config;
   info.layers = r.layers;
-  info.tags = r.tags;
+  info.tags = ViewTags(index, d, owner);
   info.unpacked_bytes = r.unpacked_bytes;
   info.blob_bytes = r.blob_bytes;
   info.entries = r.entries;
@@ -584,15 +651,22 @@ absl::StatusOr<ImageInfo> MakeInfo(const StorePaths& p, const Digest& d, const R
   return info;
 }
 
-void SetTag(Index& index, const Digest& d, const std::string& tag) {
+// Points `owner`'s `tag` at `d`, moving it from any other image; other owners' tags stay.
+void SetTag(Index& index, const Digest& d, std::string_view owner, const std::string& tag) {
   for (auto& [other, r] : index) {
-    if (other != d) std::erase(r.tags, tag);
+    if (other != d) std::erase(r.tags[std::string(owner)], tag);
   }
-  std::vector<std::string>& tags = index[d].tags;
+  std::vector<std::string>& tags = index[d].tags[std::string(owner)];
   if (std::find(tags.begin(), tags.end(), tag) == tags.end()) {
     tags.push_back(tag);
     std::sort(tags.begin(), tags.end());
   }
+}
+
+// Drops the tags of owners that no longer see the image (after its owners changed).
+void PruneTags(Record& r) {
+  std::erase_if(
+      r.tags, [&](const auto& entry) { return entry.second.empty() || !Visible(r, entry.first); });
 }
 
 }  // namespace
@@ -770,9 +844,10 @@ absl::StatusOr<std::vector<ImageInfo>> ImageStore::Import(const std::string& pat
           it->second.entries = fresh.entries;
           it->second.skipped = fresh.skipped;
         }
-        for (const std::string& tag : plan.tags) SetTag(index, plan.digest, tag);
+        it->second.owners.insert(options.owner);
+        for (const std::string& tag : plan.tags) SetTag(index, plan.digest, options.owner, tag);
         RETURN_IF_ERROR(SaveIndex(p, index));
-        return MakeInfo(p, plan.digest, it->second, options_.limits.max_json_bytes);
+        return MakeInfo(p, index, plan.digest, options.owner, options_.limits.max_json_bytes);
       }();
       if (!info.ok()) return Annotate(info.status(), fmt::format("image {}", plan.digest.Short()));
       out.push_back(*std::move(info));
@@ -785,41 +860,44 @@ absl::StatusOr<std::vector<ImageInfo>> ImageStore::Import(const std::string& pat
   return result;
 }
 
-absl::StatusOr<Digest> ImageStore::Resolve(std::string_view reference) const {
+absl::StatusOr<Digest> ImageStore::Resolve(std::string_view reference,
+                                           std::string_view owner) const {
   ASSIGN_OR_RETURN(Reference ref, ParseReference(reference));
   StorePaths p{options_.dir};
   ASSIGN_OR_RETURN(FileLock lock, FileLock::Acquire(p.IndexLock(), FileLock::Mode::kShared));
   ASSIGN_OR_RETURN(Index index, LoadIndex(p));
+  // Another owner's image is absent as far as `owner` can tell: the same NotFound as for a
+  // digest nobody imported, so its existence does not show.
   if (!ref.digest.empty()) {
-    if (!index.contains(ref.digest)) {
+    auto it = index.find(ref.digest);
+    if (it == index.end() || !Visible(it->second, owner)) {
       return NotFound(fmt::format("image {} is not in the image store", ref.digest.str()));
     }
     return ref.digest;
   }
-  for (const auto& [d, r] : index) {
-    if (std::find(r.tags.begin(), r.tags.end(), ref.tag) != r.tags.end()) return d;
-  }
+  if (std::optional<Digest> d = FindTag(index, owner, ref.tag)) return *d;
   return NotFound(fmt::format("image {} is not in the image store (import it first)", ref.tag));
 }
 
-absl::StatusOr<ImageInfo> ImageStore::Get(const Digest& digest) const {
+absl::StatusOr<ImageInfo> ImageStore::Get(const Digest& digest, std::string_view owner) const {
   StorePaths p{options_.dir};
   ASSIGN_OR_RETURN(FileLock lock, FileLock::Acquire(p.IndexLock(), FileLock::Mode::kShared));
   ASSIGN_OR_RETURN(Index index, LoadIndex(p));
   auto it = index.find(digest);
-  if (it == index.end()) {
+  if (it == index.end() || !Visible(it->second, owner)) {
     return NotFound(fmt::format("image {} is not in the image store", digest.str()));
   }
-  return MakeInfo(p, digest, it->second, options_.limits.max_json_bytes);
+  return MakeInfo(p, index, digest, owner, options_.limits.max_json_bytes);
 }
 
-absl::StatusOr<std::vector<ImageInfo>> ImageStore::List() const {
+absl::StatusOr<std::vector<ImageInfo>> ImageStore::List(std::string_view owner) const {
   StorePaths p{options_.dir};
   ASSIGN_OR_RETURN(FileLock lock, FileLock::Acquire(p.IndexLock(), FileLock::Mode::kShared));
   ASSIGN_OR_RETURN(Index index, LoadIndex(p));
   std::vector<ImageInfo> out;
   for (const auto& [d, r] : index) {
-    ASSIGN_OR_RETURN(ImageInfo info, MakeInfo(p, d, r, options_.limits.max_json_bytes));
+    if (!Visible(r, owner)) continue;
+    ASSIGN_OR_RETURN(ImageInfo info, MakeInfo(p, index, d, owner, options_.limits.max_json_bytes));
     out.push_back(std::move(info));
   }
   std::stable_sort(out.begin(), out.end(),
@@ -827,48 +905,82 @@ absl::StatusOr<std::vector<ImageInfo>> ImageStore::List() const {
   return out;
 }
 
-absl::Status ImageStore::Tag(const Digest& digest, std::string_view tag) {
+absl::Status ImageStore::Tag(const Digest& digest, std::string_view tag, std::string_view owner) {
   ASSIGN_OR_RETURN(std::string normal, NormalizeTag(tag));
   StorePaths p{options_.dir};
   ASSIGN_OR_RETURN(FileLock lock, FileLock::Acquire(p.IndexLock(), FileLock::Mode::kExclusive));
   ASSIGN_OR_RETURN(Index index, LoadIndex(p));
-  if (!index.contains(digest)) {
+  auto it = index.find(digest);
+  if (it == index.end() || !Visible(it->second, owner)) {
     return NotFound(
         fmt::format("tag {}: image {} is not in the image store", normal, digest.str()));
   }
-  SetTag(index, digest, normal);
+  SetTag(index, digest, owner, normal);
   return SaveIndex(p, index);
 }
 
-absl::Status ImageStore::Untag(std::string_view tag) {
+absl::Status ImageStore::Untag(std::string_view tag, std::string_view owner) {
   ASSIGN_OR_RETURN(std::string normal, NormalizeTag(tag));
   StorePaths p{options_.dir};
   ASSIGN_OR_RETURN(FileLock lock, FileLock::Acquire(p.IndexLock(), FileLock::Mode::kExclusive));
   ASSIGN_OR_RETURN(Index index, LoadIndex(p));
   bool found = false;
-  for (auto& [d, r] : index) found |= std::erase(r.tags, normal) > 0;
+  for (auto& [d, r] : index) {
+    if (auto t = r.tags.find(std::string(owner)); t != r.tags.end()) {
+      found |= std::erase(t->second, normal) > 0;
+    }
+  }
   if (!found) return NotFound(fmt::format("untag {}: no image has this tag", normal));
   return SaveIndex(p, index);
 }
 
-absl::Status ImageStore::Remove(std::string_view reference) {
-  ASSIGN_OR_RETURN(Digest digest, Resolve(reference), fmt::format("remove image {}", reference));
+absl::Status ImageStore::Remove(std::string_view reference, std::string_view owner) {
+  ASSIGN_OR_RETURN(Digest digest, Resolve(reference, owner),
+                   fmt::format("remove image {}", reference));
   auto error = [&](absl::Status s) {
     return Annotate(s, fmt::format("remove image {}", digest.str()));
   };
+  StorePaths p{options_.dir};
+  // The owner's hold goes first; the image itself only with its last owner.
+  auto drop_hold = [&](Index& index) -> absl::StatusOr<bool> {
+    auto it = index.find(digest);
+    if (it == index.end() || !Visible(it->second, owner)) {
+      return NotFound("it is not in the image store");
+    }
+    Record& r = it->second;
+    if (!r.owners.contains(owner)) {
+      return PermissionDenied(
+          "it is one of the node's images, which only the node's operator removes (airlockd "
+          "admin remove-image)");
+    }
+    if (r.owners.size() == 1) return true;
+    r.owners.erase(r.owners.find(owner));
+    PruneTags(r);
+    RETURN_IF_ERROR(SaveIndex(p, index));
+    return false;
+  };
+  {
+    ASSIGN_OR_RETURN(FileLock lock, FileLock::Acquire(p.IndexLock(), FileLock::Mode::kExclusive));
+    ASSIGN_OR_RETURN(Index index, LoadIndex(p));
+    absl::StatusOr<bool> last = drop_hold(index);
+    if (!last.ok()) return error(last.status());
+    if (!*last) return absl::OkStatus();  // other owners keep it
+  }
   // Asked before any lock is taken: the callback may well call back into the store.
   if (options_.in_use && options_.in_use(digest)) {
     return error(FailedPrecondition("it is in use (the store's owner says so)"));
   }
-  StorePaths p{options_.dir};
   ASSIGN_OR_RETURN(FileLock image_lock,
                    FileLock::Acquire(p.Lock(digest), FileLock::Mode::kExclusive));
   ASSIGN_OR_RETURN(WorkDir trash, WorkDir::Create(p.Tmp(), "trash"));
   {
     ASSIGN_OR_RETURN(FileLock lock, FileLock::Acquire(p.IndexLock(), FileLock::Mode::kExclusive));
     ASSIGN_OR_RETURN(Index index, LoadIndex(p));
+    // Looked at again under the lock: another owner may have imported it meanwhile.
+    absl::StatusOr<bool> last = drop_hold(index);
+    if (!last.ok()) return error(last.status());
+    if (!*last) return absl::OkStatus();
     auto it = index.find(digest);
-    if (it == index.end()) return error(NotFound("it is not in the image store"));
     {
       // Under the index lock, and Acquire takes both too: no lease can start after this check.
       std::lock_guard<std::mutex> guard(mu_);

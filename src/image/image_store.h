@@ -23,8 +23,14 @@
 // Layout of the store directory:
 //   blobs/sha256/<hex>   verified blobs: manifests, configs, layers as imported
 //   roots/<hex>          unpacked root file systems, by manifest digest
-//   index.json           images (config, layers, tags, sizes, import time)
+//   index.json           images (config, layers, owners, tags per owner, sizes, import time)
 //   locks/, tmp/         per-image import locks; imports in progress
+//
+// Images have owners. An API key's imports are its own: its tags name images only for it, and
+// another key neither sees nor removes them. The node's images (owner kNodeImages, imported by
+// the node's operator) are seen by every owner and removed only by the node. Two owners importing
+// the same image share one stored copy; it goes when its last owner removes it. Tags are per
+// owner: an owner's own tag wins over a node tag of the same name.
 //
 // Thread-safe; several processes may share a store directory (index updates and imports take
 // file locks), but leases are known only to the ImageStore object that gave them: one daemon
@@ -49,6 +55,9 @@
 #include "image/digest.h"
 
 namespace airlock::image {
+
+// The owner of the node's own images: every owner sees them.
+inline constexpr std::string_view kNodeImages = "";
 
 // What the image's config says about how its commands run. The node daemon applies these under
 // the spec's rules: whatever the spec sets wins.
@@ -102,6 +111,8 @@ struct ImportOptions {
   std::vector<std::string> tags;
   // Called on the importing thread at each stage and layer boundary and every few MiB.
   std::function<void(const ImportProgress&)> progress;
+  // Who the images and tags belong to: an API key's id, or kNodeImages.
+  std::string owner = std::string(kNodeImages);
 };
 
 struct ImageStoreOptions {
@@ -155,20 +166,28 @@ class ImageStore {
   absl::StatusOr<std::vector<ImageInfo>> Import(const std::string& path,
                                                 const ImportOptions& options = {});
 
-  // The digest a reference names (reference.h). NotFound when it is not in the store.
-  absl::StatusOr<Digest> Resolve(std::string_view reference) const;
+  // The calls below act for `owner` and see what it sees: its own images and the node's. An
+  // image it does not see is NotFound, as if it were not stored.
 
-  absl::StatusOr<ImageInfo> Get(const Digest& digest) const;
-  // Every image, newest import first.
-  absl::StatusOr<std::vector<ImageInfo>> List() const;
+  // The digest a reference names (reference.h): the owner's tag, else the node's.
+  absl::StatusOr<Digest> Resolve(std::string_view reference,
+                                 std::string_view owner = kNodeImages) const;
 
-  // Points `tag` at the image (moving it from another image); removes a tag.
-  absl::Status Tag(const Digest& digest, std::string_view tag);
-  absl::Status Untag(std::string_view tag);
+  // ImageInfo::tags are the tags that resolve to the image for `owner`.
+  absl::StatusOr<ImageInfo> Get(const Digest& digest, std::string_view owner = kNodeImages) const;
+  // Every image the owner sees, newest import first.
+  absl::StatusOr<std::vector<ImageInfo>> List(std::string_view owner = kNodeImages) const;
 
-  // Removes the image a reference names, with all its tags, its root file system and the blobs
-  // no other image uses. FailedPrecondition while a lease is held or `in_use` says so.
-  absl::Status Remove(std::string_view reference);
+  // Points the owner's `tag` at the image (moving it from another image); removes one of its tags.
+  absl::Status Tag(const Digest& digest, std::string_view tag,
+                   std::string_view owner = kNodeImages);
+  absl::Status Untag(std::string_view tag, std::string_view owner = kNodeImages);
+
+  // Removes the owner's hold on the image a reference names, with its tags on it. When no other
+  // owner holds it, the image goes: its root file system and the blobs no other image uses;
+  // FailedPrecondition (and nothing changes) while a lease is held or `in_use` says so.
+  // PermissionDenied for a node image asked by another owner.
+  absl::Status Remove(std::string_view reference, std::string_view owner = kNodeImages);
 
   // Marks the image in use and returns its root file system. NotFound when it is not stored.
   absl::StatusOr<ImageLease> Acquire(const Digest& digest);

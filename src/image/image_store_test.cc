@@ -372,6 +372,106 @@ TEST_F(ImageStoreTest, TagsMoveAndResolve) {
             absl::StatusCode::kNotFound);
 }
 
+// Two API keys on one store. The attack: key B gives its own image the tag key A runs
+// ("example/app:1.0"), hoping A's next sandbox runs B's code, then removes A's image. Neither
+// works: each key's tags are its own, and B cannot see, tag or remove A's image even by digest.
+TEST_F(ImageStoreTest, AKeysImagesAndTagsAreItsOwn) {
+  const std::string alice = "ak-000000000001", bob = "ak-000000000002";
+  ImageInfo a = ImportOne(WriteLayoutDir(testing::OciLayout(TwoLayers()), "a"), {.owner = alice});
+  Image other = TwoLayers();
+  other.env = {"OTHER=1"};
+  ImageInfo b = ImportOne(WriteLayoutDir(testing::OciLayout(other), "b"),
+                          {.tags = {"example/app:1.0"}, .owner = bob});
+  ASSERT_NE(a.digest, b.digest);
+  EXPECT_EQ(*store_->Resolve("example/app:1.0", alice), a.digest);
+  EXPECT_EQ(*store_->Resolve("example/app:1.0", bob), b.digest);
+  EXPECT_EQ(store_->Get(a.digest, alice)->tags, std::vector<std::string>{"example/app:1.0"});
+
+  // By digest, Alice's image is not there for Bob (nor for the node), as if never imported.
+  for (const std::string& viewer : {bob, std::string(kNodeImages)}) {
+    absl::StatusOr<Digest> seen = store_->Resolve(a.digest.str(), viewer);
+    EXPECT_EQ(seen.status().code(), absl::StatusCode::kNotFound) << viewer;
+    EXPECT_EQ(seen.status().message(),
+              fmt::format("image {} is not in the image store", a.digest.str()));
+    EXPECT_EQ(store_->Get(a.digest, viewer).status().code(), absl::StatusCode::kNotFound);
+  }
+  EXPECT_EQ(store_->Tag(a.digest, "stolen:1", bob).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->Remove(a.digest.str(), bob).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->Untag("example/app:1.0", bob).code(), absl::StatusCode::kOk);  // Bob's own
+  EXPECT_EQ(*store_->Resolve("example/app:1.0", alice), a.digest);
+  auto listed = store_->List(bob);
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].digest, b.digest);
+  EXPECT_EQ(access(Rootfs(a).c_str(), F_OK), 0);
+
+  // The same image imported by both is stored once; it goes with its last owner.
+  Image same = TwoLayers();
+  same.tags = {};  // the layout's annotations: the manifest, and so the digest, is the same
+  ImageInfo shared =
+      ImportOne(WriteLayoutDir(testing::OciLayout(same), "a2"), {.tags = {"copy:1"}, .owner = bob});
+  EXPECT_EQ(shared.digest, a.digest);
+  EXPECT_EQ(shared.tags, std::vector<std::string>{"copy:1"}) << "Bob sees only his own tags";
+  ASSERT_TRUE(store_->Remove("copy:1", bob).ok());
+  EXPECT_EQ(store_->Resolve(a.digest.str(), bob).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(*store_->Resolve("example/app:1.0", alice), a.digest) << "Alice's stays";
+  EXPECT_EQ(access(Rootfs(a).c_str(), F_OK), 0);
+  ASSERT_TRUE(store_->Remove("example/app:1.0", alice).ok());
+  EXPECT_NE(access(Rootfs(a).c_str(), F_OK), 0);
+}
+
+// The node's images: every key sees them and may tag them for itself, a key's own tag wins over
+// the node's, and only the node removes them.
+TEST_F(ImageStoreTest, TheNodesImagesAreSeenByEveryKeyAndRemovedOnlyByTheNode) {
+  const std::string alice = "ak-000000000001";
+  ImageInfo base =
+      ImportOne(WriteLayoutDir(testing::OciLayout(TwoLayers()), "base"), {.tags = {"base:1"}});
+  EXPECT_EQ(*store_->Resolve("base:1", alice), base.digest);
+  EXPECT_EQ(*store_->Resolve(base.digest.str(), alice), base.digest);
+  EXPECT_EQ(store_->Get(base.digest, alice)->tags,
+            (std::vector<std::string>{"base:1", "example/app:1.0"}));
+  absl::Status refused = store_->Remove("base:1", alice);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied) << refused;
+  EXPECT_NE(refused.message().find("airlockd admin remove-image"), std::string::npos) << refused;
+
+  Image mine = TwoLayers();
+  mine.env = {"MINE=1"};
+  mine.tags = {};
+  ImageInfo own = ImportOne(WriteLayoutDir(testing::OciLayout(mine), "mine"),
+                            {.tags = {"base:1"}, .owner = alice});
+  EXPECT_EQ(*store_->Resolve("base:1", alice), own.digest);
+  EXPECT_EQ(*store_->Resolve("base:1"), base.digest) << "the node's tag is unchanged";
+  EXPECT_EQ(store_->Get(base.digest, alice)->tags, std::vector<std::string>{"example/app:1.0"})
+      << "the node's base:1 is overridden for Alice";
+  ASSERT_TRUE(store_->Tag(base.digest, "pinned:1", alice).ok());
+  EXPECT_EQ(*store_->Resolve("pinned:1", alice), base.digest);
+  EXPECT_EQ(store_->Resolve("pinned:1").status().code(), absl::StatusCode::kNotFound);
+
+  ASSERT_TRUE(store_->Remove("base:1").ok());
+  EXPECT_EQ(store_->Resolve("pinned:1", alice).status().code(), absl::StatusCode::kNotFound)
+      << "a key's tag on a node image goes with it";
+  EXPECT_EQ(*store_->Resolve("base:1", alice), own.digest);
+}
+
+// A store written before owners existed (index version 1): its images become the node's.
+TEST_F(ImageStoreTest, AVersionOneIndexHoldsTheNodesImages) {
+  ImageInfo a = ImportOne(WriteLayoutDir(testing::OciLayout(TwoLayers())));
+  store_.reset();
+  const std::string index = base_ + "/store/index.json";
+  nlohmann::json j = nlohmann::json::parse(*ReadFile(index));
+  ASSERT_EQ(j["version"], 2);
+  nlohmann::json& img = j["images"][a.digest.str()];
+  img.erase("owners");
+  img["tags"] = nlohmann::json::array({"example/app:1.0"});
+  j["version"] = 1;
+  ASSERT_TRUE(WriteFileAtomic(index, j.dump(), 0600).ok());
+  store_ = OpenStore();
+  EXPECT_EQ(*store_->Resolve("example/app:1.0", "ak-000000000001"), a.digest);
+  EXPECT_EQ(store_->Remove(a.digest.str(), "ak-000000000001").code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(store_->Remove("example/app:1.0").ok());
+}
+
 TEST_F(ImageStoreTest, RemoveWaitsForLeasesAndKeepsSharedBlobs) {
   Image first = TwoLayers();
   Image second = TwoLayers();  // shares layer 1
