@@ -284,11 +284,12 @@ absl::Status Client::Reconnect() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<json> Client::Call(int method, std::string_view target, const json* body) {
+absl::StatusOr<json> Client::Call(int method, std::string_view target, const json* body,
+                                  std::chrono::milliseconds answer_timeout) {
   std::string text = body != nullptr ? body->dump() : "";
   ASSIGN_OR_RETURN(http::ClientResponse r,
                    http_->Send(static_cast<bhttp::verb>(method), target, std::move(text),
-                               body != nullptr ? "application/json" : ""));
+                               body != nullptr ? "application/json" : "", {}, answer_timeout));
   if (r.status >= 300) return ErrorFromResponse(r);
   json j = json::parse(r.body, nullptr, false);
   if (j.is_discarded()) {
@@ -509,8 +510,11 @@ absl::StatusOr<json> Client::DeleteInterpreter(std::string_view session) {
 
 absl::StatusOr<CommandResult> Client::Exec(std::string_view id, const ExecRequest& request) {
   json body = ExecBody(request);
-  ASSIGN_OR_RETURN(json j,
-                   Call(static_cast<int>(bhttp::verb::post), SandboxPath(id) + "/exec", &body));
+  // The answer comes when the command ends: as late as its timeout (else the longest one a spec
+  // allows, seven days), plus a minute for the server's own work.
+  const std::chrono::seconds runs_for(request.timeout_seconds.value_or(7 * 24 * 3600));
+  ASSIGN_OR_RETURN(json j, Call(static_cast<int>(bhttp::verb::post), SandboxPath(id) + "/exec",
+                                &body, runs_for + std::chrono::minutes(1)));
   return ResultFrom(j);
 }
 

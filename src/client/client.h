@@ -41,7 +41,10 @@ namespace airlock::client {
 struct ClientOptions {
   std::string url;      // http://HOST:PORT; empty: $AIRLOCK_URL, else http://127.0.0.1:7878
   std::string api_key;  // empty: $AIRLOCK_API_KEY
-  std::chrono::milliseconds timeout{300'000};  // each read or write of a request
+  // Each connect, read and write of a request. Exec waits for its result as long as the command
+  // may run (its timeout_seconds, else the longest a spec allows) plus a minute; streams get a
+  // keep-alive from the server when quiet. TCP keep-alive finds a vanished server meanwhile.
+  std::chrono::milliseconds timeout{300'000};
 };
 
 // What the server said about an error (from an absl::Status this client returned).
@@ -271,7 +274,8 @@ class Client {
   explicit Client(ClientOptions options, std::unique_ptr<http::Client> http);
   absl::Status Reconnect();
   absl::StatusOr<nlohmann::json> Call(int method, std::string_view target,
-                                      const nlohmann::json* body);
+                                      const nlohmann::json* body,
+                                      std::chrono::milliseconds answer_timeout = {});
   absl::StatusOr<nlohmann::json> Stream(int method, std::string_view target,
                                         const nlohmann::json* body,
                                         const ExecEventHandler& on_event);

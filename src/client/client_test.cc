@@ -301,6 +301,23 @@ TEST_F(ClientTest, ImagesImportListRunAndRemove) {
             absl::StatusCode::kNotFound);
 }
 
+// A command that runs quietly for longer than the client's read timeout still gets its result:
+// Exec waits as long as the command may run. Other calls keep the short timeout.
+TEST_F(ClientTest, ExecWaitsForAQuietCommandLongerThanTheReadTimeout) {
+  auto quick = Client::Create({.url = url_, .api_key = key_, .timeout = std::chrono::seconds(1)});
+  ASSERT_TRUE(quick.ok());
+  absl::StatusOr<Sandbox> sb = (*quick)->CreateSandbox({.spec = json::object()});
+  ASSERT_TRUE(sb.ok()) << sb.status();
+  for (std::optional<int64_t> limit : {std::optional<int64_t>(30), std::optional<int64_t>()}) {
+    absl::StatusOr<CommandResult> r = (*quick)->Exec(
+        sb->id, {.argv = {"sh", "-c", "sleep 2.5; echo done"}, .timeout_seconds = limit});
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->exit_code, 0);
+    EXPECT_EQ(r->stdout_preview, "done\n");
+  }
+  EXPECT_TRUE((*quick)->DestroySandbox(sb->id).ok());
+}
+
 // Runs `airlockd ARGS` (stdout and stderr together); its exit status and output.
 std::pair<int, std::string> Airlockd(const std::string& args) {
   std::string cmd = std::string(AIRLOCKD_BIN) + " " + args + " 2>&1";

@@ -1,5 +1,7 @@
 #include "http/client.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 
 #include <limits>
@@ -67,6 +69,19 @@ class Client::Impl {
     return absl::OkStatus();
   }
 
+  // Runs one asynchronous operation to its end or to `timeout`, whichever comes first: the
+  // stream's deadline applies to asynchronous operations only (Beast's synchronous calls ignore
+  // it). A late operation ends with beast::error::timeout and the socket closed.
+  template <typename Start>
+  error_code Run(std::chrono::milliseconds timeout, Start start) {
+    error_code result = asio::error::would_block;
+    stream.expires_after(timeout);
+    start([&result](error_code ec, auto&&...) { result = ec; });
+    ioc.restart();
+    ioc.run();
+    return result;
+  }
+
   // A kept-alive connection the server has closed meanwhile shows as readable (EOF): reconnect
   // before sending rather than lose a request to it.
   bool Stale() {
@@ -83,13 +98,21 @@ class Client::Impl {
     tcp::resolver resolver(ioc);
     auto results = resolver.resolve(host, port, ec);
     if (ec) return absl::UnavailableError(fmt::format("resolve {}: {}", host, ec.message()));
-    stream.expires_after(timeout);
-    stream.connect(results, ec);
+    ec = Run(timeout, [&](auto done) { stream.async_connect(results, std::move(done)); });
     if (ec) {
       return absl::UnavailableError(
           fmt::format("connect to airlockd at {}:{}: {}", host, port, ec.message()));
     }
     stream.socket().set_option(tcp::no_delay(true), ec);
+    // A call may legitimately wait long for its answer (a command's result): keep-alive probes
+    // find a server that is gone (host down, connection dropped on the way) within about a
+    // minute even then.
+    int fd = stream.socket().native_handle();
+    const int on = 1, idle = 30, interval = 10, probes = 3;
+    ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
+    ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+    ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval));
+    ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof(probes));
     connected = true;
     return absl::OkStatus();
   }
@@ -103,10 +126,10 @@ class Client::Impl {
     while (!parser.is_done()) {
       parser.get().body().data = chunk.data();
       parser.get().body().size = chunk.size();
-      stream.expires_after(timeout);
       // read_some: read would wait until the 64 KiB chunk is full, so a live stream (an exec's
       // output) would reach the caller only at its end.
-      bhttp::read_some(stream, buffer, parser, ec);
+      ec = Run(timeout,
+               [&](auto done) { bhttp::async_read_some(stream, buffer, parser, std::move(done)); });
       if (ec == bhttp::error::need_buffer) ec = {};
       if (ec) return Fail(ec, what);
       size_t n = chunk.size() - parser.get().body().size;
@@ -176,30 +199,37 @@ absl::StatusOr<ClientResponse> Collected(F call) {
 
 absl::StatusOr<ClientResponse> Client::Send(bhttp::verb method, std::string_view target,
                                             std::string body, std::string_view content_type,
-                                            const Headers& headers) {
+                                            const Headers& headers,
+                                            std::chrono::milliseconds answer_timeout) {
   return Collected([&](const BodySink& sink) {
-    return SendStreaming(method, target, std::move(body), content_type, sink, headers);
+    return SendStreaming(method, target, std::move(body), content_type, sink, headers,
+                         answer_timeout);
   });
+}
+
+std::chrono::milliseconds Client::AnswerTimeout(std::chrono::milliseconds answer_timeout) const {
+  return std::max(answer_timeout, options_.timeout);
 }
 
 absl::StatusOr<ClientResponse> Client::SendStreaming(
     bhttp::verb method, std::string_view target, std::string body, std::string_view content_type,
-    const std::function<bool(std::string_view)>& on_data, const Headers& headers) {
+    const std::function<bool(std::string_view)>& on_data, const Headers& headers,
+    std::chrono::milliseconds answer_timeout) {
   Impl& im = *impl_;
   if (im.Stale()) RETURN_IF_ERROR(im.Connect(options_.timeout));
   bhttp::request<bhttp::string_body> req{method, im.prefix + std::string(target), 11};
   SetCommon(req, im.host, options_, content_type, headers);
   req.body() = std::move(body);
   req.prepare_payload();
-  error_code write_ec, ec;
-  im.stream.expires_after(options_.timeout);
-  bhttp::write(im.stream, req, write_ec);
+  error_code write_ec = im.Run(
+      options_.timeout, [&](auto done) { bhttp::async_write(im.stream, req, std::move(done)); });
   // A server may answer before taking the whole body (413) and close: its answer is still
   // readable after our write failed.
   bhttp::response_parser<bhttp::buffer_body> parser;
   parser.body_limit(std::numeric_limits<std::uint64_t>::max());
-  im.stream.expires_after(options_.timeout);
-  bhttp::read_header(im.stream, im.buffer, parser, ec);
+  error_code ec = im.Run(AnswerTimeout(answer_timeout), [&](auto done) {
+    bhttp::async_read_header(im.stream, im.buffer, parser, std::move(done));
+  });
   if (ec) return im.Fail(write_ec ? write_ec : ec, write_ec ? "send to" : "read from");
   ClientResponse out;
   CopyHeaders(parser, &out);
@@ -230,9 +260,9 @@ absl::StatusOr<ClientResponse> Client::UploadStreaming(
   SetCommon(req, im.host, options_, content_type, headers);
   req.chunked(true);
   bhttp::request_serializer<bhttp::empty_body> sr(req);
-  error_code ec;
-  im.stream.expires_after(options_.timeout);
-  bhttp::write_header(im.stream, sr, ec);
+  error_code ec = im.Run(options_.timeout, [&](auto done) {
+    bhttp::async_write_header(im.stream, sr, std::move(done));
+  });
   if (ec) return im.Fail(ec, "send to");
   for (;;) {
     absl::StatusOr<std::string> data = next();
@@ -242,19 +272,21 @@ absl::StatusOr<ClientResponse> Client::UploadStreaming(
       return data.status();
     }
     if (data->empty()) break;
-    im.stream.expires_after(options_.timeout);
-    asio::write(im.stream, bhttp::make_chunk(asio::buffer(*data)), ec);
+    auto chunk = bhttp::make_chunk(asio::buffer(*data));
+    ec = im.Run(options_.timeout,
+                [&](auto done) { asio::async_write(im.stream, chunk, std::move(done)); });
     if (ec) break;  // the server may have answered early (413): read its answer below
   }
   if (!ec) {
-    im.stream.expires_after(options_.timeout);
-    asio::write(im.stream, bhttp::make_chunk_last(), ec);
+    auto last = bhttp::make_chunk_last();
+    ec = im.Run(options_.timeout,
+                [&](auto done) { asio::async_write(im.stream, last, std::move(done)); });
   }
   bhttp::response_parser<bhttp::buffer_body> parser;
   parser.body_limit(std::numeric_limits<std::uint64_t>::max());
-  im.stream.expires_after(options_.timeout);
-  error_code rec;
-  bhttp::read_header(im.stream, im.buffer, parser, rec);
+  error_code rec = im.Run(options_.timeout, [&](auto done) {
+    bhttp::async_read_header(im.stream, im.buffer, parser, std::move(done));
+  });
   if (rec) return im.Fail(ec ? ec : rec, "upload to");
   ClientResponse out;
   CopyHeaders(parser, &out);

@@ -23,7 +23,10 @@ namespace airlock::http {
 struct ClientOptions {
   std::string base_url = "http://127.0.0.1:8080";  // http://HOST:PORT[/prefix]
   std::string api_key;                             // sent as Authorization: Bearer
-  std::chrono::milliseconds timeout{120'000};      // per request (each read or write)
+  // Each connect, read and write of a request must finish within this; a call whose answer
+  // may take longer to begin passes its own `answer_timeout`. Connections also send TCP
+  // keep-alive probes, so a server host that is gone fails a long wait within about a minute.
+  std::chrono::milliseconds timeout{120'000};
 };
 
 struct ClientResponse {
@@ -42,17 +45,24 @@ class Client {
   using Headers = std::vector<std::pair<std::string, std::string>>;
 
   // `target` is the path and query ("/v1/sandboxes?state=Running"), appended to the base URL.
+  // `answer_timeout`, when longer than ClientOptions::timeout, is how long the answer's head may
+  // take to come (a command's result comes when the command ends). A call that runs out of time
+  // is Unavailable saying so, and its connection is closed.
   absl::StatusOr<ClientResponse> Send(boost::beast::http::verb method, std::string_view target,
                                       std::string body = {}, std::string_view content_type = {},
-                                      const Headers& headers = {});
+                                      const Headers& headers = {},
+                                      std::chrono::milliseconds answer_timeout = {});
 
   // Like Send, but hands the response body to `on_data` as it arrives (the returned body is
-  // empty); `on_data` returns false to stop reading, which closes the connection.
+  // empty); `on_data` returns false to stop reading, which closes the connection. Each read of
+  // the body must bring something within ClientOptions::timeout (airlockd's event streams send a
+  // keep-alive comment when idle).
   absl::StatusOr<ClientResponse> SendStreaming(boost::beast::http::verb method,
                                                std::string_view target, std::string body,
                                                std::string_view content_type,
                                                const std::function<bool(std::string_view)>& on_data,
-                                               const Headers& headers = {});
+                                               const Headers& headers = {},
+                                               std::chrono::milliseconds answer_timeout = {});
 
   // Sends a body produced chunk by chunk (`next` returns an empty string at the end, or an error).
   absl::StatusOr<ClientResponse> Upload(boost::beast::http::verb method, std::string_view target,
@@ -70,6 +80,7 @@ class Client {
  private:
   class Impl;
   explicit Client(ClientOptions options);
+  std::chrono::milliseconds AnswerTimeout(std::chrono::milliseconds answer_timeout) const;
   ClientOptions options_;
   std::unique_ptr<Impl> impl_;
 };

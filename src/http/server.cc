@@ -708,12 +708,19 @@ asio::awaitable<void> Exchange::EndStream() {
 
 asio::awaitable<void> StreamResponse(Exchange& ex, int status, std::string_view content_type,
                                      std::shared_ptr<StreamQueue<std::string>> queue,
-                                     std::vector<std::pair<std::string, std::string>> headers) {
+                                     std::vector<std::pair<std::string, std::string>> headers,
+                                     std::chrono::milliseconds keepalive) {
   if (!co_await ex.BeginStream(status, content_type, std::move(headers))) {
     queue->Abandon();
     co_return;
   }
-  while (std::optional<std::string> item = co_await queue->Pop()) {
+  const bool events = content_type == "text/event-stream";
+  const asio::steady_timer::duration idle =
+      events ? asio::steady_timer::duration(keepalive) : asio::steady_timer::duration::max();
+  // Named, not a temporary in the co_await expression (GCC 12 moves those bitwise, which breaks a
+  // short std::string).
+  const std::optional<std::string> ping = ": keep-alive\n\n";
+  while (std::optional<std::string> item = co_await queue->PopOr(ping, idle)) {
     if (!co_await ex.Write(*item)) {
       queue->Abandon();
       co_return;

@@ -183,10 +183,14 @@ class Server {
 };
 
 // Answers with a chunked response of what `queue` yields until it closes. When the client goes
-// away (or never gets the head), abandons the queue so its producer stops.
-asio::awaitable<void> StreamResponse(Exchange& ex, int status, std::string_view content_type,
-                                     std::shared_ptr<StreamQueue<std::string>> queue,
-                                     std::vector<std::pair<std::string, std::string>> headers = {});
+// away (or never gets the head), abandons the queue so its producer stops. An event stream
+// (text/event-stream) gets a comment line, ": keep-alive", whenever nothing has been sent for
+// `keepalive`: a client's read timeout then catches a dead server, not a quiet command.
+asio::awaitable<void> StreamResponse(
+    Exchange& ex, int status, std::string_view content_type,
+    std::shared_ptr<StreamQueue<std::string>> queue,
+    std::vector<std::pair<std::string, std::string>> headers = {},
+    std::chrono::milliseconds keepalive = std::chrono::seconds(15));
 
 // Runs `f` on `executor` (a thread pool) and resumes the calling coroutine, on its own
 // executor, with f's result. `f` must not throw. Callers in a coroutine: see the note on

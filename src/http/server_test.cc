@@ -13,6 +13,7 @@
 
 #include "boost/asio/detached.hpp"
 #include "boost/asio/io_context.hpp"
+#include "boost/asio/steady_timer.hpp"
 #include "boost/asio/thread_pool.hpp"
 #include "common/status.h"
 #include "gtest/gtest.h"
@@ -403,6 +404,85 @@ TEST_F(ServerTest, StreamingClientSeesEachChunkAsItArrives) {
   });
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(got, "first\nsecond\n");
+  pool.join();
+}
+
+// A server that takes the connection and never answers (a hung process, a stuck proxy): each
+// call fails after the client's timeout, saying so, instead of waiting for ever.
+TEST_F(ServerTest, AClientCallToAServerThatNeverAnswersTimesOut) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(::listen(fd, 8), 0);  // the kernel completes connections; nobody reads them
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  auto c = Client::Create({.base_url = "http://127.0.0.1:" + std::to_string(ntohs(a.sin_port)),
+                           .timeout = std::chrono::milliseconds(300)});
+  ASSERT_TRUE(c.ok());
+  for (int i = 0; i < 2; ++i) {  // the second call reconnects and times out again
+    auto start = std::chrono::steady_clock::now();
+    absl::StatusOr<ClientResponse> r = (*c)->Send(verb::get, "/v1/anything");
+    auto took = std::chrono::steady_clock::now() - start;
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
+    EXPECT_NE(r.status().message().find("timeout"), std::string::npos) << r.status();
+    EXPECT_GE(took, std::chrono::milliseconds(250));
+    EXPECT_LT(took, std::chrono::seconds(10));
+  }
+  ::close(fd);
+}
+
+// A call whose answer comes late by design (a command's result) passes its own answer timeout;
+// without it the same call times out.
+TEST_F(ServerTest, AnAnswerTimeoutLetsALateAnswerCome) {
+  Router r;
+  r.Add(verb::get, "/v1/slow", [](Exchange& ex) -> asio::awaitable<void> {
+    asio::steady_timer t(ex.executor(), std::chrono::milliseconds(800));
+    co_await t.async_wait(asio::use_awaitable);
+    co_await ex.Respond(200, "text/plain", "done");
+  });
+  Start(std::move(r));
+  auto c = Client::Create({.base_url = "http://127.0.0.1:" + std::to_string(server_->port()),
+                           .timeout = std::chrono::milliseconds(200)});
+  ASSERT_TRUE(c.ok());
+  absl::StatusOr<ClientResponse> late = (*c)->Send(verb::get, "/v1/slow");
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kUnavailable) << late.status();
+  absl::StatusOr<ClientResponse> waited =
+      (*c)->Send(verb::get, "/v1/slow", {}, {}, {}, std::chrono::seconds(10));
+  ASSERT_TRUE(waited.ok()) << waited.status();
+  EXPECT_EQ(waited->body, "done");
+}
+
+// An event stream that goes quiet for longer than the client's read timeout (a command that
+// prints nothing for a while) stays up: the server sends keep-alive comments meanwhile.
+TEST_F(ServerTest, AQuietEventStreamIsKeptAliveForTheClient) {
+  boost::asio::thread_pool pool(1);
+  Router r;
+  r.Add(verb::get, "/v1/quiet", [&](Exchange& ex) -> asio::awaitable<void> {
+    auto q = std::make_shared<StreamQueue<std::string>>(ex.executor(), 4);
+    boost::asio::post(pool, [q] {
+      q->Push("event: a\ndata: 1\n\n");
+      std::this_thread::sleep_for(std::chrono::milliseconds(900));
+      q->Push("event: b\ndata: 2\n\n");
+      q->Close();
+    });
+    co_await StreamResponse(ex, 200, "text/event-stream", q, {}, std::chrono::milliseconds(100));
+  });
+  Start(std::move(r));
+  auto c = Client::Create({.base_url = "http://127.0.0.1:" + std::to_string(server_->port()),
+                           .timeout = std::chrono::milliseconds(300)});
+  ASSERT_TRUE(c.ok());
+  std::string got;
+  auto s = (*c)->SendStreaming(verb::get, "/v1/quiet", {}, {}, [&](std::string_view d) {
+    got.append(d);
+    return true;
+  });
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(got.find("event: a\ndata: 1\n\n"), 0u) << got;
+  EXPECT_NE(got.find(": keep-alive\n\n"), std::string::npos) << got;
+  EXPECT_EQ(got.rfind("event: b\ndata: 2\n\n"), got.size() - 18) << got;
   pool.join();
 }
 

@@ -66,6 +66,16 @@ class StreamQueue : public std::enable_shared_from_this<StreamQueue<T>> {
 
   // The next item, or nullopt once closed and drained.
   boost::asio::awaitable<std::optional<T>> Pop() {
+    co_return co_await PopOr(std::nullopt, boost::asio::steady_timer::duration::max());
+  }
+
+  // Like Pop, but `idle_item` when nothing has come for `idle` (a keep-alive for the consumer
+  // to send).
+  boost::asio::awaitable<std::optional<T>> PopOr(std::optional<T> idle_item,
+                                                 boost::asio::steady_timer::duration idle) {
+    using Clock = boost::asio::steady_timer::clock_type;
+    const Clock::time_point deadline =
+        idle == Clock::duration::max() ? Clock::time_point::max() : Clock::now() + idle;
     for (;;) {
       {
         std::lock_guard lock(mu_);
@@ -77,6 +87,10 @@ class StreamQueue : public std::enable_shared_from_this<StreamQueue<T>> {
         }
         if (closed_) co_return std::nullopt;
       }
+      if (Clock::now() >= deadline) co_return idle_item;
+      // Set here, on the consumer's strand, just before the wait: Wake's cancel cannot fall
+      // between the two.
+      timer_.expires_at(deadline);
       boost::system::error_code ec;
       co_await timer_.async_wait(boost::asio::redirect_error(boost::asio::use_awaitable, ec));
       timer_.expires_at(boost::asio::steady_timer::time_point::max());

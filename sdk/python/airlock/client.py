@@ -3,10 +3,13 @@
 import http.client
 import json
 import os
+import socket
 import urllib.parse
 
 DEFAULT_URL = "http://127.0.0.1:7878"
 _CHUNK = 1 << 20
+# The longest command timeout a spec allows: a command's result may come that late.
+_MAX_COMMAND_SECONDS = 7 * 24 * 3600
 
 
 class ApiError(Exception):
@@ -90,12 +93,21 @@ class _Transport:
         self.api_key = api_key
         self.timeout = timeout
 
-    def open(self, method, target, body=None, headers=None, chunked=False):
-        """Sends a request; returns the open response (the caller reads and closes it)."""
-        conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+    def open(self, method, target, body=None, headers=None, chunked=False, timeout=None):
+        """Sends a request; returns the open response (the caller reads and closes it).
+
+        Each socket operation must finish within `timeout` (default: the client's). TCP
+        keep-alive probes find a server host that is gone within about a minute even when the
+        call waits longer (a command's result)."""
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout or self.timeout)
         hdrs = {"Authorization": f"Bearer {self.api_key}", "User-Agent": "airlock-python/0.1"}
         hdrs.update(headers or {})
         try:
+            conn.connect()
+            conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+            for option, value in (("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 3)):
+                if hasattr(socket, option):
+                    conn.sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
             conn.request(method, self.prefix + target, body=body, headers=hdrs,
                          encode_chunked=chunked)
             resp = conn.getresponse()
@@ -106,10 +118,10 @@ class _Transport:
         resp._airlock_conn = conn  # closed with the response
         return resp
 
-    def call(self, method, target, payload=None):
+    def call(self, method, target, payload=None, timeout=None):
         body = None if payload is None else json.dumps(payload).encode()
         headers = {"Content-Type": "application/json"} if body is not None else {}
-        resp = self.open(method, target, body, headers)
+        resp = self.open(method, target, body, headers, timeout=timeout)
         try:
             data = resp.read()
         finally:
@@ -329,7 +341,10 @@ class Sandbox:
     def exec(self, argv, timeout_seconds=None, env=None, workdir=None, stdin=None, secrets=None):
         """Runs a command to its end; returns its ExecResult (output previews included)."""
         body = _exec_body(argv, timeout_seconds, env, workdir, stdin, secrets)
-        return ExecResult(self._call("POST", "/exec", body))
+        # The answer comes when the command ends: wait as long as it may run, plus a minute.
+        runs_for = timeout_seconds if timeout_seconds is not None else _MAX_COMMAND_SECONDS
+        wait = max(self._transport.timeout, runs_for + 60)
+        return ExecResult(self._transport.call("POST", self._path + "/exec", body, timeout=wait))
 
     def exec_stream(self, argv, timeout_seconds=None, env=None, workdir=None, stdin=None,
                     secrets=None):
