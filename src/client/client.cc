@@ -54,6 +54,10 @@ absl::StatusCode CodeForHttp(int status) {
 
 // The absl code a body's code names ("not_found"; see http/errors.h), else the HTTP status's.
 absl::StatusCode CodeFor(std::string_view code, int http_status) {
+  // The reasons that refine an absl code (http/errors.h), for errors inside a stream, whose
+  // HTTP status says only 500.
+  if (code == "payload_too_large") return absl::StatusCode::kResourceExhausted;
+  if (code == "malformed_body") return absl::StatusCode::kInvalidArgument;
   for (int c = 1; c <= 16; ++c) {
     std::string name = absl::StatusCodeToString(static_cast<absl::StatusCode>(c));
     for (char& ch : name) ch = static_cast<char>(std::tolower(ch));

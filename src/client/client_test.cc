@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "common/files.h"
+#include "common/status.h"
 #include "daemon/daemon.h"
 #include "fmt/format.h"
 #include "gtest/gtest.h"
@@ -50,6 +51,7 @@ class ClientTest : public ::testing::Test {
     cgroup_ = "airlock-test/" + node->value();
     o.manager.cgroup_base = cgroup_;
     o.worker_threads = 8;
+    Customize(o);
     auto d = daemon::Daemon::Start(o);
     ASSERT_TRUE(d.ok()) << d.status();
     daemon_ = std::move(*d);
@@ -77,6 +79,16 @@ class ClientTest : public ::testing::Test {
     }
     if (!dir_.empty()) (void)RemoveTree(dir_);
   }
+
+  // A client with a key of its own, made in the daemon's store.
+  absl::StatusOr<std::unique_ptr<Client>> ClientOfNewKey(const std::string& name) {
+    ASSIGN_OR_RETURN(std::unique_ptr<store::Store> store, store::OpenSqliteStore(dir_, {}));
+    ASSIGN_OR_RETURN(store::NewApiKey key, store->CreateApiKey(name, "admin"));
+    return Client::Create({.url = url_, .api_key = key.token});
+  }
+
+  // For fixtures that run the daemon with other options.
+  virtual void Customize(daemon::DaemonOptions&) {}
 
   // A busybox image (layers as in tests/images) written as an OCI layout tarball.
   // `customize` may add files and set the image's config.
@@ -336,16 +348,8 @@ std::pair<int, std::string> Airlockd(const std::string& args) {
 // neither key lists the other's images. The node's images (airlockd admin import-image) are
 // seen by both, and only the node's operator removes them.
 TEST_F(ClientTest, AKeyCannotTakeAnotherKeysImageOrTag) {
-  std::string bob_token;
-  {
-    auto store = store::OpenSqliteStore(dir_, {});
-    ASSERT_TRUE(store.ok()) << store.status();
-    auto key = (*store)->CreateApiKey("bob", "admin");
-    ASSERT_TRUE(key.ok()) << key.status();
-    bob_token = key->token;
-  }
-  auto bob = Client::Create({.url = url_, .api_key = bob_token});
-  ASSERT_TRUE(bob.ok());
+  absl::StatusOr<std::unique_ptr<Client>> bob = ClientOfNewKey("bob");
+  ASSERT_TRUE(bob.ok()) << bob.status();
   auto mine = client_->ImportImage(BusyboxImage("alice"), {"team/busybox:1"});
   ASSERT_TRUE(mine.ok()) << mine.status();
   auto theirs = (*bob)->ImportImage(BusyboxImage("bob"), {"team/busybox:1"});
@@ -399,6 +403,41 @@ TEST_F(ClientTest, AKeyCannotTakeAnotherKeysImageOrTag) {
       Airlockd(fmt::format("admin remove-image --data-dir {} node/busybox:1", dir_));
   EXPECT_EQ(rc, 1);
   EXPECT_NE(out.find("image node/busybox:1 is not in the image store"), std::string::npos) << out;
+}
+
+// A daemon whose keys may hold about 2.5 busybox binaries' worth of images (an image of one is
+// its unpacked file plus the compressed layer: 1.3-2.1 binaries).
+class ClientQuotaTest : public ClientTest {
+ protected:
+  void Customize(daemon::DaemonOptions& o) override {
+    o.max_image_bytes_per_key =
+        static_cast<int64_t>(std::filesystem::file_size("/bin/busybox")) * 5 / 2;
+  }
+};
+
+// A key fills its image quota: the import beyond it is refused (413, naming the quota) and
+// leaves nothing; removing an image makes room; another key has its own quota.
+TEST_F(ClientQuotaTest, AnImportBeyondTheKeysQuotaIsRefusedAndLeavesNothing) {
+  auto first = client_->ImportImage(BusyboxImage("one"), {"one:1"});
+  ASSERT_TRUE(first.ok()) << first.status();
+  absl::StatusOr<std::vector<Image>> second = client_->ImportImage(BusyboxImage("two"), {"two:1"});
+  ASSERT_FALSE(second.ok());
+  // Refused inside the import's progress stream, which had begun: the body's code says why.
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kResourceExhausted) << second.status();
+  EXPECT_EQ(ErrorOf(second.status()).code, "payload_too_large");
+  EXPECT_NE(second.status().message().find("image quota"), std::string::npos) << second.status();
+  auto listed = client_->ListImages();
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].digest, (*first)[0].digest);
+  EXPECT_EQ(client_->GetImage("two:1").status().code(), absl::StatusCode::kNotFound);
+
+  absl::StatusOr<std::unique_ptr<Client>> bob = ClientOfNewKey("bob");
+  ASSERT_TRUE(bob.ok()) << bob.status();
+  EXPECT_TRUE((*bob)->ImportImage(BusyboxImage("two"), {"two:1"}).ok()) << "Bob's own quota";
+
+  ASSERT_TRUE(client_->RemoveImage("one:1").ok());
+  EXPECT_TRUE(client_->ImportImage(BusyboxImage("two"), {"two:1"}).ok()) << "room again";
 }
 
 // The image's Env, WorkingDir and User apply to its sandboxes' commands, under the spec: what

@@ -250,9 +250,10 @@ class Daemon::Impl {
     ASSIGN_OR_RETURN(store_, store::OpenSqliteStore(m.data_dir, so), "store");
     ASSIGN_OR_RETURN(blobs_, store::OpenLocalBlobStore(m.data_dir + "/blobs"), "blob store");
     ASSIGN_OR_RETURN(images_, OpenNodeImageStore(m.data_dir, store_.get()), "image store");
-    images_api_ =
-        std::make_unique<ImagesApi>(images_.get(), pool_.get_executor(),
-                                    ImagesApiOptions{.upload_dir = m.data_dir + "/uploads"});
+    images_api_ = std::make_unique<ImagesApi>(
+        images_.get(), pool_.get_executor(),
+        ImagesApiOptions{.upload_dir = m.data_dir + "/uploads",
+                         .max_image_bytes_per_key = options_.max_image_bytes_per_key});
     manager_ =
         std::make_unique<SandboxManager>(m, store_.get(), blobs_.get(), &metrics_, images_.get());
     metrics_.OnRender([this] {

@@ -27,6 +27,8 @@ struct DaemonOptions {
   // Long requests (commands run to the end, streams, file transfers, sandbox starts, artifact
   // collections) one API key may have running at once; beyond, 429. 0: half the workers.
   int max_long_requests_per_key = 0;
+  // Bytes of images one key may hold (ImagesApiOptions); 0: no limit.
+  int64_t max_image_bytes_per_key = int64_t{64} << 30;
   std::chrono::seconds reap_interval{10};
 };
 

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <set>
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -116,6 +117,52 @@ absl::Status ImportError(const absl::Status& s) {
   return out;
 }
 
+// The bytes of the images `owner` holds (node images it did not import do not count), and their
+// digests in *held when given.
+absl::StatusOr<int64_t> HeldBytes(const image::ImageStore& images, std::string_view owner,
+                                  std::set<image::Digest>* held) {
+  ASSIGN_OR_RETURN(std::vector<image::ImageInfo> list, images.List(owner));
+  int64_t bytes = 0;
+  for (const image::ImageInfo& i : list) {
+    if (!i.held) continue;
+    bytes += i.unpacked_bytes + i.blob_bytes;
+    if (held != nullptr) held->insert(i.digest);
+  }
+  return bytes;
+}
+
+absl::Status QuotaError(int64_t used, int64_t quota) {
+  return ResourceExhausted(
+      fmt::format("image quota: this key's images would take {} bytes, over its limit of {} bytes "
+                  "(airlockd --max-image-bytes-per-key); remove some of its images first",
+                  used, quota));
+}
+
+// Imports `path` for `options.owner` within its quota (0: none). Refused before the import
+// when the key is at its quota already; after it, when the new images took it beyond: the holds
+// the import added go again, so the key keeps exactly the images it had.
+absl::StatusOr<std::vector<image::ImageInfo>> ImportWithinQuota(
+    image::ImageStore& images, int64_t quota, const std::string& path,
+    const image::ImportOptions& options) {
+  std::set<image::Digest> before;
+  if (quota > 0) {
+    ASSIGN_OR_RETURN(int64_t used, HeldBytes(images, options.owner, &before));
+    if (used >= quota) return QuotaError(used, quota);
+  }
+  ASSIGN_OR_RETURN(std::vector<image::ImageInfo> got, images.Import(path, options));
+  if (quota <= 0) return got;
+  ASSIGN_OR_RETURN(int64_t used, HeldBytes(images, options.owner, nullptr));
+  if (used <= quota) return got;
+  for (const image::ImageInfo& info : got) {
+    if (before.contains(info.digest)) continue;
+    if (absl::Status s = images.Remove(info.digest.str(), options.owner); !s.ok()) {
+      Log().Warn("an image over the key's quota could not be removed",
+                 {{"digest", info.digest.str()}, {"error", std::string(Message(s))}});
+    }
+  }
+  return QuotaError(used, quota);
+}
+
 json ImagesJson(const std::vector<image::ImageInfo>& images) {
   json out = json::array();
   for (const auto& i : images) out.push_back(ImageJson(i));
@@ -141,6 +188,7 @@ json ImageJson(const image::ImageInfo& info) {
   absl::Time imported = absl::FromChrono(info.imported);
   return {{"digest", info.digest.str()},
           {"tags", info.tags},
+          {"node_image", info.node},
           {"config_digest", info.config_digest.str()},
           {"layers", layers},
           {"unpacked_bytes", info.unpacked_bytes},
@@ -235,8 +283,8 @@ asio::awaitable<void> ImagesApi::Import(Exchange& ex) {
 
   if (!progress) {
     absl::StatusOr<json> r = co_await http::RunBlocking(pool_, [&]() -> absl::StatusOr<json> {
-      absl::StatusOr<std::vector<image::ImageInfo>> got =
-          images_->Import(file->path, {.tags = tags, .owner = owner});
+      absl::StatusOr<std::vector<image::ImageInfo>> got = ImportWithinQuota(
+          *images_, options_.max_image_bytes_per_key, file->path, {.tags = tags, .owner = owner});
       if (!got.ok()) return ImportError(got.status());
       return ImagesJson(*got);
     });
@@ -249,7 +297,8 @@ asio::awaitable<void> ImagesApi::Import(Exchange& ex) {
   auto q = std::make_shared<http::StreamQueue<std::string>>(ex.executor(), 64);
   std::string request_id = ex.request().request_id;
   image::ImageStore* images = images_;
-  asio::post(pool_, [q, file, tags, owner, request_id, images] {
+  const int64_t quota = options_.max_image_bytes_per_key;
+  asio::post(pool_, [q, file, tags, owner, request_id, images, quota] {
     image::ImportOptions o;
     o.tags = tags;
     o.owner = owner;
@@ -261,7 +310,8 @@ asio::awaitable<void> ImagesApi::Import(Exchange& ex) {
                                      {"bytes_written", p.bytes_written},
                                      {"entries", p.entries}}));
     };
-    absl::StatusOr<std::vector<image::ImageInfo>> got = images->Import(file->path, o);
+    absl::StatusOr<std::vector<image::ImageInfo>> got =
+        ImportWithinQuota(*images, quota, file->path, o);
     if (got.ok()) {
       q->Push(Sse("result", ImagesJson(*got)));
     } else {

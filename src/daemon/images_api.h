@@ -39,6 +39,10 @@ nlohmann::json ImageJson(const image::ImageInfo& info);
 struct ImagesApiOptions {
   std::string upload_dir;                          // temporary files of uploads (created 0700)
   uint64_t max_upload_bytes = uint64_t{32} << 30;  // one archive
+  // Bytes of images one key may hold (each image's unpacked files plus its blobs, counted for
+  // every key holding it). An import that would end beyond it is refused (413) and leaves the
+  // key's images as they were. 0: no limit. The node's own images do not count.
+  int64_t max_image_bytes_per_key = int64_t{64} << 30;
 };
 
 // Thread-safe; the handlers run their blocking work on `pool`. `images` must outlive it.

@@ -139,6 +139,10 @@ int Main(int argc, char** argv) {
       ->check(CLI::Range(0, 1000));
   app.add_option("--warm-pool-template", o.manager.warm_pool_template,
                  "The template of the warm pool's sandboxes (default)");
+  app.add_option("--max-image-bytes-per-key", o.max_image_bytes_per_key,
+                 "Bytes of images (unpacked files and blobs) one API key may hold; 0: no limit "
+                 "(64 GiB)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--max-file-bytes", o.manager.max_file_bytes,
                  "Largest file upload or download in bytes (1 GiB)")
       ->check(CLI::PositiveNumber);

@@ -638,6 +638,8 @@ absl::StatusOr<ImageInfo> MakeInfo(const StorePaths& p, const Index& index, cons
   info.config_digest = r.config;
   info.layers = r.layers;
   info.tags = ViewTags(index, d, owner);
+  info.held = r.owners.contains(owner);
+  info.node = r.owners.contains(kNodeImages);
   info.unpacked_bytes = r.unpacked_bytes;
   info.blob_bytes = r.blob_bytes;
   info.entries = r.entries;

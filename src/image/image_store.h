@@ -77,6 +77,8 @@ struct ImageInfo {
   Digest config_digest;
   std::vector<Digest> layers;
   std::vector<std::string> tags;  // normalized "name:tag", sorted
+  bool held = false;              // the owner asking holds it (imported it)
+  bool node = false;              // one of the node's images
   ImageConfig config;
   int64_t unpacked_bytes = 0;   // regular file data in the root file system
   int64_t blob_bytes = 0;       // manifest, config and layer blobs as stored
