@@ -16,7 +16,9 @@
 #include <filesystem>
 #include <thread>
 
+#include "absl/strings/escaping.h"
 #include "common/files.h"
+#include "common/ids.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "common/unique_fd.h"
@@ -126,7 +128,7 @@ bool ValidTemplateName(const std::string& name) {
 
 // Runs argv to completion (stdin /dev/null, output into `output`), for git. Returns its status.
 absl::Status RunTool(const std::vector<std::string>& argv, std::string* output,
-                     std::chrono::seconds timeout) {
+                     std::chrono::seconds timeout, const std::vector<std::string>& extra_env = {}) {
   int out[2];
   if (::pipe2(out, O_CLOEXEC) != 0) return ErrnoStatus(errno, "pipe");
   UniqueFd r(out[0]), w(out[1]);
@@ -142,6 +144,7 @@ absl::Status RunTool(const std::vector<std::string>& argv, std::string* output,
   std::vector<std::string> env_store = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/nonexistent",
                                         "GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1",
                                         "LANG=C.UTF-8"};
+  env_store.insert(env_store.end(), extra_env.begin(), extra_env.end());
   std::vector<char*> env;
   for (std::string& e : env_store) env.push_back(e.data());
   env.push_back(nullptr);
@@ -467,6 +470,7 @@ absl::Status SandboxManager::PrepareWorkspace(const SandboxId& id, const Workspa
   // and metadata addresses are as far out of a caller's reach as out of a sandbox's.
   netproxy::BlockedEventLog blocked;
   std::unique_ptr<netproxy::EgressProxy> proxy;
+  std::vector<std::string> env;
   if (source.repo.starts_with("https://")) {
     netproxy::EgressProxy::Options po;
     po.on_event = blocked.Callback();
@@ -476,16 +480,25 @@ absl::Status SandboxManager::PrepareWorkspace(const SandboxId& id, const Workspa
                      netproxy::Policy::Compile({.profile = spec::NetworkProfile::kOpen},
                                                options_.operator_policy),
                      "clone's egress policy");
-    ASSIGN_OR_RETURN(uint16_t port, proxy->AddSandboxTcp(id, std::move(policy), "127.0.0.1:0"),
+    // Git 2.39 cannot use a unix-socket proxy, and any local user can connect to a TCP port: the
+    // proxy takes only requests with this clone's credentials. They reach git in its
+    // environment (readable by root alone), never on its command line, and git sends them at
+    // once (proxyAuthMethod basic).
+    const std::string secret = RandomHex(16);
+    ASSIGN_OR_RETURN(uint16_t port,
+                     proxy->AddSandboxTcp(id, std::move(policy), "127.0.0.1:0",
+                                          "Basic " + absl::Base64Escape("clone:" + secret)),
                      "clone's egress proxy");
-    clone.insert(clone.end(), {"-c", "protocol.https.allow=always", "-c",
-                               fmt::format("http.proxy=http://127.0.0.1:{}", port)});
+    clone.insert(clone.end(), {"-c", "protocol.https.allow=always"});
+    env = {"GIT_CONFIG_COUNT=2", "GIT_CONFIG_KEY_0=http.proxy",
+           fmt::format("GIT_CONFIG_VALUE_0=http://clone:{}@127.0.0.1:{}", secret, port),
+           "GIT_CONFIG_KEY_1=http.proxyAuthMethod", "GIT_CONFIG_VALUE_1=basic"};
   } else {
     clone.insert(clone.end(), {"-c", "protocol.file.allow=always"});
   }
   clone.insert(clone.end(),
                {"clone", "--quiet", "--no-checkout", "--no-hardlinks", "--", source.repo, dir});
-  absl::Status cloned = RunTool(clone, &out, timeout);
+  absl::Status cloned = RunTool(clone, &out, timeout, env);
   proxy.reset();
   if (std::vector<netproxy::BlockedNetworkEgress> refused = blocked.Since(id, 0);
       !cloned.ok() && !refused.empty()) {

@@ -295,7 +295,8 @@ absl::Status EgressProxy::AddSandbox(const SandboxId& sandbox, Policy policy,
 }
 
 absl::StatusOr<uint16_t> EgressProxy::AddSandboxTcp(const SandboxId& sandbox, Policy policy,
-                                                    const std::string& address) {
+                                                    const std::string& address,
+                                                    std::string proxy_authorization) {
   std::string context = fmt::format("serve sandbox {} on {}", sandbox.value(), address);
   // Port 0 (any free port) is valid here, unlike in a request.
   size_t colon = address.rfind(':');
@@ -312,6 +313,12 @@ absl::StatusOr<uint16_t> EgressProxy::AddSandboxTcp(const SandboxId& sandbox, Po
   bool created = false;
   ASSIGN_OR_RETURN(std::shared_ptr<SandboxState> state,
                    impl_->GetOrCreate(sandbox, std::move(policy), &created));
+  if (created) {
+    state->proxy_authorization = std::move(proxy_authorization);  // no session exists yet
+  } else if (state->proxy_authorization != proxy_authorization) {
+    return FailedPrecondition(
+        fmt::format("{}: the sandbox is served with another proxy authorization", context));
+  }
   absl::StatusOr<std::shared_ptr<Acceptor>> acceptor =
       impl_->Listen(state, asio::generic::stream_protocol::endpoint(ep), true);
   if (!acceptor.ok()) {

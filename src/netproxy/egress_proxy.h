@@ -97,10 +97,14 @@ class EgressProxy {
   // enter on the host). AlreadyExists when the sandbox is served already.
   absl::Status AddSandbox(const SandboxId& sandbox, Policy policy, const std::string& socket_path);
 
-  // Like AddSandbox on a TCP listener ("127.0.0.1:0"), for tests and benchmarks; returns the
-  // bound port. The sandbox is then served on every listener it was added with.
+  // Like AddSandbox on a TCP listener ("127.0.0.1:0"); returns the bound port. The sandbox is
+  // then served on every listener it was added with. Any local user can connect to a TCP port:
+  // with `proxy_authorization` (a Proxy-Authorization header value, "Basic ..."), a request
+  // without exactly that header gets 407 and goes nowhere. It is fixed when the sandbox is first
+  // added (FailedPrecondition for another value later).
   absl::StatusOr<uint16_t> AddSandboxTcp(const SandboxId& sandbox, Policy policy,
-                                         const std::string& address);
+                                         const std::string& address,
+                                         std::string proxy_authorization = {});
 
   // Replaces the policy of a running sandbox. Connections already tunnelled keep the decision
   // they got; every new connection and every new plain-HTTP request uses the new policy. Emits

@@ -250,6 +250,49 @@ TEST_F(EgressProxyTest, ClosesAnIdleSplicedTunnelAtItsTimeout) {
   EXPECT_EQ(closed[0].bytes_down, 4u);
 }
 
+// A TCP listener with credentials (the workspace clone's, on a port any local user can reach):
+// another local user without them gets 407 and reaches nothing, by CONNECT or plain HTTP; the
+// holder of the credentials gets through. The refusals are not the sandbox's egress: no event.
+TEST_F(EgressProxyTest, AListenerWithCredentialsServesOnlyTheirHolder) {
+  StartProxy();
+  const std::string auth = "Basic Y2xvbmU6czNjcmV0";  // clone:s3cret
+  absl::StatusOr<uint16_t> port = proxy_->AddSandboxTcp(
+      id_, MakePolicy(NetworkProfile::kDependencyEgress, {EchoHosts(), OriginHosts()}),
+      "127.0.0.1:0", auth);
+  ASSERT_TRUE(port.ok()) << port.status();
+  auto connect = [&](const std::string& extra) {
+    absl::StatusOr<UniqueFd> fd = ConnectTcp("127.0.0.1", *port);
+    EXPECT_TRUE(fd.ok());
+    EXPECT_TRUE(SendAll(fd->get(), fmt::format("CONNECT {0} HTTP/1.1\r\nHost: {0}\r\n{1}\r\n",
+                                               EchoHosts(), extra))
+                    .ok());
+    return ReadUntil(fd->get(), "\r\n\r\n");
+  };
+  for (const std::string& wrong :
+       {std::string(), std::string("Proxy-Authorization: Basic Y2xvbmU6czNjcmV1\r\n"),
+        "Proxy-Authorization: " + auth + "x\r\n"}) {
+    std::string head = connect(wrong);
+    EXPECT_TRUE(head.starts_with("HTTP/1.1 407 Proxy Authentication Required")) << head;
+    EXPECT_NE(head.find("Proxy-Authenticate: Basic realm=\"airlock\""), std::string::npos);
+  }
+  absl::StatusOr<UniqueFd> fd = ConnectTcp("127.0.0.1", *port);
+  ASSERT_TRUE(fd.ok());
+  ASSERT_TRUE(
+      SendAll(fd->get(), fmt::format("GET http://{}/x HTTP/1.1\r\nHost: x\r\n\r\n", OriginHosts()))
+          .ok());
+  EXPECT_TRUE(ReadUntil(fd->get(), "\r\n\r\n").starts_with("HTTP/1.1 407"));
+  EXPECT_EQ(http_->connections(), 0u) << "a request without credentials reached the origin";
+  EXPECT_EQ(echo_->connections(), 0u);
+  EXPECT_TRUE(events_.Blocked().empty());
+
+  EXPECT_TRUE(connect("Proxy-Authorization: " + auth + "\r\n").starts_with("HTTP/1.1 200"));
+  EXPECT_EQ(proxy_->AddSandboxTcp(id_, MakePolicy(NetworkProfile::kNone, {}), "127.0.0.1:0")
+                .status()
+                .code(),
+            absl::StatusCode::kFailedPrecondition)
+      << "a second listener without the credentials";
+}
+
 TEST_F(EgressProxyTest, RefusesHostNotOnTheListWithAnEvent) {
   StartProxy();
   uint16_t port = Serve(MakePolicy(NetworkProfile::kDependencyEgress, {OriginHosts()}));

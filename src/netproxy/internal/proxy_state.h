@@ -45,6 +45,9 @@ struct ProxyConfig {
 struct SandboxState {
   SandboxId id;
   const ProxyConfig* config = nullptr;
+  // The Proxy-Authorization header value every request must carry; empty: none. Set before the
+  // sandbox is served, never changed after.
+  std::string proxy_authorization;
 
   std::shared_ptr<const Policy> policy() const {
     std::lock_guard lock(mu);

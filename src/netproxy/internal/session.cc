@@ -99,6 +99,8 @@ const char* ReasonPhrase(int status) {
       return "Bad Request";
     case 403:
       return "Forbidden";
+    case 407:
+      return "Proxy Authentication Required";
     case 502:
       return "Bad Gateway";
     case 503:
@@ -233,6 +235,7 @@ asio::awaitable<void> Session::Respond(int status, std::string_view reason, std:
       "HTTP/1.1 {} {}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n",
       status, ReasonPhrase(status), body.size());
   if (!rule.empty()) head += fmt::format("X-Airlock-Egress-Blocked: {}\r\n", rule);
+  if (status == 407) head += "Proxy-Authenticate: Basic realm=\"airlock\"\r\n";
   std::string message = head + "\r\n" + body;
   error_code ec;
   co_await asio::async_write(client_, asio::buffer(message), Ec(ec));
@@ -255,6 +258,13 @@ asio::awaitable<void> Session::Run([[maybe_unused]] std::shared_ptr<Session> sel
       }
       break;
     }
+    if (!Authorized(parser.get())) {
+      // Someone without the listener's credentials (another local user on a TCP port): not the
+      // sandbox's egress, so no BlockedNetworkEgress event.
+      method_ = std::string(View(parser.get().method_string()));
+      co_await Respond(407, "proxy-auth", "this listener needs its Proxy-Authorization");
+      break;
+    }
     if (parser.get().method() == http::verb::connect) {
       co_await HandleConnect(parser);
       break;
@@ -264,6 +274,18 @@ asio::awaitable<void> Session::Run([[maybe_unused]] std::shared_ptr<Session> sel
     Touch(config_.options.header_timeout, "header-timeout");
   }
   Close(end_);
+}
+
+bool Session::Authorized(const http::request<http::empty_body>& req) const {
+  const std::string& want = sandbox_->proxy_authorization;
+  if (want.empty()) return true;
+  auto it = req.find(http::field::proxy_authorization);
+  if (it == req.end() || it->value().size() != want.size()) return false;
+  unsigned char diff = 0;  // the whole value, whatever differs first
+  for (size_t i = 0; i < want.size(); ++i) {
+    diff |= static_cast<unsigned char>(it->value()[i] ^ want[i]);
+  }
+  return diff == 0;
 }
 
 asio::awaitable<void> Session::HandleConnect(http::request_parser<http::empty_body>& parser) {

@@ -47,6 +47,8 @@ class Session : public std::enable_shared_from_this<Session> {
 
   asio::awaitable<void> Run(std::shared_ptr<Session> self);
   asio::awaitable<void> Watchdog(std::shared_ptr<Session> self);
+  // Whether the request carries the sandbox's Proxy-Authorization, when it has one.
+  bool Authorized(const http::request<http::empty_body>& req) const;
   asio::awaitable<void> HandleConnect(http::request_parser<http::empty_body>& parser);
   // Returns true when the client connection may carry another request.
   asio::awaitable<bool> HandleHttp(http::request_parser<http::empty_body>& parser);
