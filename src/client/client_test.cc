@@ -40,6 +40,14 @@ class ClientTest : public ::testing::Test {
       ASSERT_TRUE(key.ok()) << key.status();
       key_ = key->token;
     }
+    auto node = daemon::NodeIdFor(dir_);
+    ASSERT_TRUE(node.ok());
+    cgroup_ = "airlock-test/" + node->value();
+    StartDaemon();
+  }
+
+  // Starts airlockd on the test's data directory (again, after a stop) and a client of it.
+  void StartDaemon() {
     daemon::DaemonOptions o;
     o.listen = "127.0.0.1:0";
     o.manager.data_dir = dir_;
@@ -48,7 +56,6 @@ class ClientTest : public ::testing::Test {
     auto node = daemon::NodeIdFor(dir_);
     ASSERT_TRUE(node.ok());
     o.manager.node = *node;
-    cgroup_ = "airlock-test/" + node->value();
     o.manager.cgroup_base = cgroup_;
     o.worker_threads = 8;
     Customize(o);
@@ -328,6 +335,48 @@ TEST_F(ClientTest, ExecWaitsForAQuietCommandLongerThanTheReadTimeout) {
     EXPECT_EQ(r->stdout_preview, "done\n");
   }
   EXPECT_TRUE((*quick)->DestroySandbox(sb->id).ok());
+}
+
+// Stopping airlockd does not wait for a long command: the exec waiting for it ends at once, the
+// command goes on in its sandbox, and the next daemon gives its result.
+TEST_F(ClientTest, StoppingTheDaemonDoesNotWaitForALongCommand) {
+  absl::StatusOr<Sandbox> sb = client_->CreateSandbox({.spec = json::object()});
+  ASSERT_TRUE(sb.ok()) << sb.status();
+  auto waiter = Client::Create({.url = url_, .api_key = key_});
+  ASSERT_TRUE(waiter.ok());
+  absl::StatusOr<CommandResult> interrupted = absl::UnknownError("not run");
+  std::thread exec([&] {
+    interrupted = (*waiter)->Exec(sb->id, {.argv = {"sh", "-c", "sleep 6; echo finished"}});
+  });
+  std::string command_id;
+  for (int i = 0; i < 100 && command_id.empty(); ++i) {
+    auto commands = client_->ListCommands(sb->id);
+    if (commands.ok() && !commands->empty() && (*commands)[0].state == "running") {
+      command_id = (*commands)[0].command_id;
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  ASSERT_FALSE(command_id.empty()) << "the command did not start";
+  auto start = std::chrono::steady_clock::now();
+  client_.reset();
+  daemon_.reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5))
+      << "the stop waited for the command";
+  exec.join();
+  EXPECT_FALSE(interrupted.ok()) << "the exec cannot have its result: the command still runs";
+
+  StartDaemon();
+  absl::StatusOr<Command> c = client_->GetCommand(sb->id, command_id);
+  for (int i = 0; i < 200 && c.ok() && c->state == "running"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    c = client_->GetCommand(sb->id, command_id);
+  }
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->state, "finished") << c->raw.dump();
+  ASSERT_TRUE(c->result.has_value());
+  EXPECT_EQ(c->result->exit_code, 0);
+  EXPECT_EQ(c->result->stdout_preview, "finished\n");
 }
 
 // Runs `airlockd ARGS` (stdout and stderr together); its exit status and output.

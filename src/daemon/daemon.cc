@@ -211,6 +211,8 @@ class Daemon::Impl {
     // Blocking work still running on the pool hands its result back to the server's I/O
     // context: stop the server, let that work end, and only then destroy the context.
     if (server_) server_->Stop();
+    // Work waiting on shims (commands, streams) ends now; the commands go on in the shims.
+    if (manager_) manager_->InterruptWaits();
     pool_.join();
     long_pool_.join();
     // No create runs any more: the sandboxes still waiting in the warm pool go.

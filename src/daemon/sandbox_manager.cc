@@ -704,6 +704,13 @@ absl::StatusOr<store::CommandRecord> SandboxManager::RunCommand(const Caller& ca
       std::this_thread::sleep_for(milliseconds(100));
     }
   }
+  if (!r.ok() && r.status().code() == absl::StatusCode::kAborted) {
+    // Interrupted by the daemon's stop: the command runs on, and stays recorded as running.
+    return absl::UnavailableError(
+        fmt::format("exec: airlockd is stopping; command {} goes on in the sandbox, and GET "
+                    "/v1/sandboxes/{}/commands/{} gives its result once airlockd is back",
+                    cmd.id.value(), record.id.value(), cmd.id.value()));
+  }
   if (!r.ok()) {
     (void)store_->FinishCommand(cmd.id, store::CommandState::kKilled,
                                 {{"error", std::string(Message(r.status()))}});

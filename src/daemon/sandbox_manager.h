@@ -223,6 +223,11 @@ class SandboxManager {
   // The owner of the sandboxes waiting in the pool (in the store until one is claimed).
   static const ApiKeyId& WarmPoolOwner();
 
+  // The daemon is stopping: every call waiting on a shim (a command run to its end, a stream,
+  // an attach) ends now instead of when its command does. The commands go on in their shims;
+  // their records stay running, and the next daemon learns their ends from the shims (Adopt).
+  void InterruptWaits() { shim_connections_.Interrupt(); }
+
   // Re-adopts live shims, finishes interrupted work and removes leftovers (docs/daemon.md,
   // "Reaper and re-adoption"). Called at start and periodically; never throws away audit events.
   void Reconcile();

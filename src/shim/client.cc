@@ -1,6 +1,7 @@
 #include "shim/client.h"
 
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -28,13 +29,19 @@ absl::StatusOr<UniqueFd> Connect(const std::string& path) {
   return fd;
 }
 
-absl::StatusOr<Received> ReceiveWithin(int fd, std::chrono::milliseconds timeout) {
-  struct pollfd p = {fd, POLLIN, 0};
+// The next frame on `fd` within `timeout`; Aborted as soon as `interrupt_fd` (when >= 0) is
+// readable.
+absl::StatusOr<Received> ReceiveWithin(int fd, std::chrono::milliseconds timeout,
+                                       int interrupt_fd = -1) {
+  struct pollfd p[2] = {{fd, POLLIN, 0}, {interrupt_fd, POLLIN, 0}};
   int rc;
   do {
-    rc = ::poll(&p, 1, static_cast<int>(timeout.count()));
+    rc = ::poll(p, interrupt_fd >= 0 ? 2 : 1, static_cast<int>(timeout.count()));
   } while (rc < 0 && errno == EINTR);
   if (rc == 0) return absl::DeadlineExceededError("the sandbox's shim did not answer in time");
+  if (interrupt_fd >= 0 && p[1].revents != 0) {
+    return absl::AbortedError("airlockd is stopping; the sandbox's work goes on in its shim");
+  }
   absl::StatusOr<Received> r = Receive(fd);
   if (!r.ok() && r.status().code() == absl::StatusCode::kOutOfRange) {
     return absl::UnavailableError("the sandbox's shim closed the connection (it may have died)");
@@ -63,16 +70,21 @@ absl::StatusOr<nlohmann::json> ShimClient::Stream(
     std::chrono::milliseconds idle_timeout) {
   UniqueFd fd = pool_ != nullptr ? pool_->Take(socket_path_) : UniqueFd();
   bool pooled = static_cast<bool>(fd);
+  const int interrupt = pool_ != nullptr ? pool_->interrupt_fd() : -1;
   absl::StatusOr<Received> r = absl::UnknownError("");
   for (;;) {
     if (!fd) {
       ASSIGN_OR_RETURN(fd, Connect(socket_path_));
     }
     absl::Status sent = SendJson(fd.get(), Frame::kRequest, request);
-    r = sent.ok() ? ReceiveWithin(fd.get(), idle_timeout) : absl::StatusOr<Received>(sent);
+    r = sent.ok() ? ReceiveWithin(fd.get(), idle_timeout, interrupt)
+                  : absl::StatusOr<Received>(sent);
     // A kept connection the shim closed after Take looked at it fails before any answer; the
     // shim never reads a request without answering it, so sending again cannot run it twice.
-    if (r.ok() || !pooled || r.status().code() == absl::StatusCode::kDeadlineExceeded) break;
+    if (r.ok() || !pooled || r.status().code() == absl::StatusCode::kDeadlineExceeded ||
+        r.status().code() == absl::StatusCode::kAborted) {
+      break;
+    }
     fd.Reset();
     pooled = false;
   }
@@ -84,7 +96,19 @@ absl::StatusOr<nlohmann::json> ShimClient::Stream(
       return answer;
     }
     if (!on_frame(r->type, r->payload)) return absl::CancelledError("the reader stopped");
-    r = ReceiveWithin(fd.get(), idle_timeout);
+    r = ReceiveWithin(fd.get(), idle_timeout, interrupt);
+  }
+}
+
+ShimConnections::ShimConnections(size_t max_idle_per_shim, size_t max_idle)
+    : max_idle_per_shim_(max_idle_per_shim),
+      max_idle_(max_idle),
+      interrupt_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+
+void ShimConnections::Interrupt() {
+  uint64_t one = 1;
+  if (interrupt_ && ::write(interrupt_.get(), &one, sizeof(one)) < 0) {
+    // EAGAIN only: the counter is already far from zero, readable as it should be.
   }
 }
 

@@ -26,8 +26,7 @@ namespace airlock::shim {
 class ShimConnections {
  public:
   // Concurrent calls to one shim beyond `max_idle_per_shim` connect afresh and close after.
-  explicit ShimConnections(size_t max_idle_per_shim = 1, size_t max_idle = 256)
-      : max_idle_per_shim_(max_idle_per_shim), max_idle_(max_idle) {}
+  explicit ShimConnections(size_t max_idle_per_shim = 1, size_t max_idle = 256);
 
   // An idle connection to `socket_path` that is still open, or an invalid fd.
   UniqueFd Take(const std::string& socket_path);
@@ -38,8 +37,14 @@ class ShimConnections {
   void Forget(const std::string& socket_path);
   size_t idle() const;
 
+  // Ends every wait of a call made through this pool, now and later, with Aborted: the daemon is
+  // stopping and must not wait for commands, which go on in their shims.
+  void Interrupt();
+  int interrupt_fd() const { return interrupt_.get(); }
+
  private:
   const size_t max_idle_per_shim_, max_idle_;
+  UniqueFd interrupt_;  // an eventfd, readable once Interrupt ran
   mutable std::mutex mu_;
   size_t idle_count_ = 0;
   std::map<std::string, std::vector<UniqueFd>> idle_;
@@ -56,7 +61,8 @@ class ShimClient {
 
   // A request whose answer is preceded by frames (output, events, file data): `on_frame` gets
   // each; returning false stops reading (the connection closes; the shim's work goes on).
-  // `idle_timeout` bounds the wait for each frame.
+  // `idle_timeout` bounds the wait for each frame. A call through a pool that was interrupted
+  // ends with Aborted.
   absl::StatusOr<nlohmann::json> Stream(
       const nlohmann::json& request,
       const std::function<bool(Frame type, std::string_view payload)>& on_frame,
