@@ -199,6 +199,7 @@ std::optional<Breakdown> EngineBreakdown(engine::CgroupDriver* cgroups, spec::Le
     engine::SandboxOptions o;
     o.cgroups = cgroups;
     o.spec.level = level;
+    o.single_command = true;  // as `airlock run` does
     auto sb = engine::NativeSandbox::Create(o);
     if (!sb.ok()) {
       std::fprintf(stderr, "create: %s\n", sb.status().ToString().c_str());

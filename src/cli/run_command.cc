@@ -213,6 +213,7 @@ int Run(const RunFlags& f) {
   options.cgroups = cgroups->get();
   options.allow_degraded = f.allow_degraded;
   options.log_dir = f.log_dir.empty() ? DefaultLogDir() : f.log_dir;
+  options.single_command = true;
   auto sandbox = engine::NativeSandbox::Create(std::move(options));
   if (!sandbox.ok()) {
     // A bad request (an unknown protection name...) is the caller's error, not the sandbox's.

@@ -363,6 +363,38 @@ TEST_P(CgroupContractTest, CommandCgroupsAreFreshAndAllRemoved) {
   }
 }
 
+// For a single command (`airlock run`): the first cgroup is made ahead, and no second one after
+// it is taken; a later Take still gets a fresh cgroup, made on its own thread.
+TEST_P(CgroupContractTest, CommandCgroupsForOneCommandMakeOnlyTheFirstAhead) {
+  std::atomic<int> next{1}, made{0};
+  std::atomic<bool> first_made{false};
+  internal::CommandCgroups cgroups(
+      [&](int n) -> absl::StatusOr<std::unique_ptr<Cgroup>> {
+        ++made;
+        auto c = cg_->CreateChild(fmt::format("cmd-{}", n));
+        first_made = true;
+        first_made.notify_all();
+        return c;
+      },
+      [&] { return next++; }, /*one_ahead_only=*/true);
+  first_made.wait(false);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // then it is the spare
+  auto first = cgroups.Take();
+  ASSERT_TRUE(first.ok()) << first.status();
+  // The thread would make the next spare at once; give it the time to, and see it did not.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(made, 1);
+  auto second = cgroups.Take();
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_NE(second->number, first->number);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(made, 2);
+  for (auto* t : {&*first, &*second}) {
+    cgroups.Remove([cg = std::shared_ptr<Cgroup>(std::move(t->cgroup))] { return cg->Destroy(); });
+  }
+  ASSERT_TRUE(cgroups.Stop().ok());
+}
+
 INSTANTIATE_TEST_SUITE_P(Drivers, CgroupContractTest,
                          ::testing::Values(CgroupOptions::Version::kV1,
                                            CgroupOptions::Version::kV2),

@@ -262,7 +262,8 @@ absl::Status NativeSandbox::Launch(Setup& setup, const std::string& init_filter)
   // Its thread makes the first command's cgroup while the child builds its mount tree (a
   // failure there is reported by the first Start, which tries again).
   command_cgroups_ = std::make_unique<internal::CommandCgroups>(
-      [this](int number) { return NewCommandCgroup(number); }, [this] { return next_command_++; });
+      [this](int number) { return NewCommandCgroup(number); }, [this] { return next_command_++; },
+      options_.single_command);
 
   auto t1 = Clock::now();
   internal::ChildError err{};

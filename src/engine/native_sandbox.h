@@ -95,6 +95,11 @@ struct SandboxOptions {
   // First host uid/gid of the ids sandboxes run as when airlock runs as root (host id =
   // base + spec.user.uid). Unprivileged callers map their own uid/gid instead.
   uint32_t host_id_base = 1000000000;
+  // The caller runs one command and destroys the sandbox (`airlock run`): the command's cgroup
+  // is still made ahead, while the child builds its mounts, but none for a next command, which
+  // would cost a mkdir and an rmdir per hierarchy for nothing. More commands still work; they
+  // make their cgroups when they start.
+  bool single_command = false;
 };
 
 struct ExecOptions {

@@ -13,8 +13,10 @@ const Logger& Log() {
 
 }  // namespace
 
-CommandCgroups::CommandCgroups(Maker make, std::function<int()> next_number)
-    : make_(std::move(make)), next_number_(std::move(next_number)) {
+CommandCgroups::CommandCgroups(Maker make, std::function<int()> next_number, bool one_ahead_only)
+    : make_(std::move(make)),
+      next_number_(std::move(next_number)),
+      one_ahead_only_(one_ahead_only) {
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -27,7 +29,7 @@ CommandCgroups::~CommandCgroups() {
 absl::StatusOr<CommandCgroups::Numbered> CommandCgroups::Take() {
   {
     std::lock_guard lock(mu_);
-    want_spare_ = true;
+    want_spare_ = !one_ahead_only_;
     if (spare_) {
       Numbered taken = *std::move(spare_);
       spare_.reset();

@@ -43,8 +43,9 @@ class CommandCgroups {
   };
 
   // `next_number` hands out command numbers (shared with the caller's other uses). The thread
-  // starts at once and makes the first spare.
-  CommandCgroups(Maker make, std::function<int()> next_number);
+  // starts at once and makes the first spare; with `one_ahead_only`, that one is the only spare
+  // it makes (later Takes make their own).
+  CommandCgroups(Maker make, std::function<int()> next_number, bool one_ahead_only = false);
   ~CommandCgroups();  // Stop(), logging a failure
   CommandCgroups(const CommandCgroups&) = delete;
   CommandCgroups& operator=(const CommandCgroups&) = delete;
@@ -73,8 +74,9 @@ class CommandCgroups {
   std::condition_variable cv_;
   std::optional<Numbered> spare_;  // under mu_
   bool want_spare_ = true;         // under mu_: false after a failed attempt until the next Take
-  std::deque<Remover> removals_;   // under mu_
-  bool stopping_ = false;          // under mu_
+  const bool one_ahead_only_;
+  std::deque<Remover> removals_;  // under mu_
+  bool stopping_ = false;         // under mu_
   std::thread thread_;
 };
 
