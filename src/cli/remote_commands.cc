@@ -723,9 +723,10 @@ void AddImageCommands(CLI::App& app, int* exit_code) {
     std::vector<std::vector<std::string>> rows;
     for (const auto& i : *got) {
       rows.push_back({ShortDigest(i.digest), i.tags.empty() ? "-" : absl::StrJoin(i.tags, ","),
-                      FormatBytes((i.unpacked_bytes)), std::to_string(i.layers), i.imported_at});
+                      i.node_image ? "node" : "key", FormatBytes((i.unpacked_bytes)),
+                      std::to_string(i.layers), i.imported_at});
     }
-    PrintTable({"DIGEST", "TAGS", "SIZE", "LAYERS", "IMPORTED"}, rows);
+    PrintTable({"DIGEST", "TAGS", "OWNER", "SIZE", "LAYERS", "IMPORTED"}, rows);
   });
 
   auto refs = std::make_shared<std::vector<std::string>>();

@@ -164,6 +164,7 @@ Image ImageFrom(const json& j) {
   i.layers =
       j.contains("layers") && j["layers"].is_array() ? static_cast<int64_t>(j["layers"].size()) : 0;
   i.imported_at = Get<std::string>(j, "imported_at", "");
+  i.node_image = Get<bool>(j, "node_image", false);
   i.raw = j;
   return i;
 }

@@ -144,7 +144,8 @@ struct Image {
   int64_t blob_bytes = 0;
   int64_t layers = 0;
   std::string imported_at;
-  nlohmann::json raw;  // config, layers, ...
+  bool node_image = false;  // one of the node's images (every key sees it), not this key's own
+  nlohmann::json raw;       // config, layers, ...
 };
 
 // A recorded artifact of a run (released, or quarantined: its content never kept).

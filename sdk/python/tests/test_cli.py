@@ -181,7 +181,27 @@ class CliTest(unittest.TestCase):
         self.assertIn("in use", r.stderr)
         self.ok("sandbox", "rm", sb["id"])
         self.assertEqual(self.ok("image", "rm", "cli/busybox:1"), "removed cli/busybox:1\n")
-        self.assertEqual(self.ok("image", "list"), "DIGEST  TAGS  SIZE  LAYERS  IMPORTED\n")
+        self.assertEqual(self.ok("image", "list"), "DIGEST  TAGS  OWNER  SIZE  LAYERS  IMPORTED\n")
+
+    def test_node_images_are_listed_as_the_nodes_and_removed_only_on_the_node(self):
+        airlockd = os.path.join(support.BIN_DIR, "airlockd")
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "busybox.oci.tar")
+            digest = support.busybox_image(path, marker="node-image")
+            r = subprocess.run([airlockd, "admin", "import-image", "--data-dir", self.daemon.dir,
+                                path, "--tag", "node/busybox:1"], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(json.loads(r.stdout)["digest"], digest)
+        row = [line for line in self.ok("image", "list").splitlines() if "node/busybox:1" in line]
+        self.assertEqual(len(row), 1)
+        self.assertEqual(row[0].split()[2], "node")
+        r = self.airlock("image", "rm", "node/busybox:1")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("only the node's operator removes", r.stderr)
+        r = subprocess.run([airlockd, "admin", "remove-image", "--data-dir", self.daemon.dir,
+                            "node/busybox:1"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("node/busybox:1", self.ok("image", "list"))
 
     def test_examples_run(self):
         env = self.daemon.env()
