@@ -469,7 +469,8 @@ class ClientQuotaTest : public ClientTest {
 TEST_F(ClientQuotaTest, AnImportBeyondTheKeysQuotaIsRefusedAndLeavesNothing) {
   auto first = client_->ImportImage(BusyboxImage("one"), {"one:1"});
   ASSERT_TRUE(first.ok()) << first.status();
-  absl::StatusOr<std::vector<Image>> second = client_->ImportImage(BusyboxImage("two"), {"two:1"});
+  absl::StatusOr<std::vector<Image>> second =
+      client_->ImportImage(BusyboxImage("two"), {"one:1", "two:1"});
   ASSERT_FALSE(second.ok());
   // Refused inside the import's progress stream, which had begun: the body's code says why.
   EXPECT_EQ(second.status().code(), absl::StatusCode::kResourceExhausted) << second.status();
@@ -480,6 +481,9 @@ TEST_F(ClientQuotaTest, AnImportBeyondTheKeysQuotaIsRefusedAndLeavesNothing) {
   ASSERT_EQ(listed->size(), 1u);
   EXPECT_EQ((*listed)[0].digest, (*first)[0].digest);
   EXPECT_EQ(client_->GetImage("two:1").status().code(), absl::StatusCode::kNotFound);
+  absl::StatusOr<Image> kept = client_->GetImage("one:1");
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(kept->digest, (*first)[0].digest) << "the refused import moved the key's tag";
 
   absl::StatusOr<std::unique_ptr<Client>> bob = ClientOfNewKey("bob");
   ASSERT_TRUE(bob.ok()) << bob.status();

@@ -4,7 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <set>
+#include <optional>
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -41,9 +41,12 @@ const std::vector<store::SandboxState> kHoldingStates = {store::SandboxState::kA
                                                          store::SandboxState::kCollectingArtifacts,
                                                          store::SandboxState::kCleaning};
 
-// Whether a live sandbox of any owner on this store names `digest`.
-bool UsedBySandbox(store::Store* store, const image::Digest& digest) {
+// Whether a live sandbox on this store names `digest`: one of `owner`'s, or of anyone's.
+bool UsedBySandbox(store::Store* store, const image::Digest& digest,
+                   const std::optional<std::string>& owner) {
+  if (owner && owner->empty()) return false;  // the node's own: it has no sandboxes
   store::SandboxQuery q;
+  if (owner) q.owner = ApiKeyId(*owner);
   q.states = kHoldingStates;
   q.limit = 1000;
   for (;;) {
@@ -117,50 +120,39 @@ absl::Status ImportError(const absl::Status& s) {
   return out;
 }
 
-// The bytes of the images `owner` holds (node images it did not import do not count), and their
-// digests in *held when given.
-absl::StatusOr<int64_t> HeldBytes(const image::ImageStore& images, std::string_view owner,
-                                  std::set<image::Digest>* held) {
+// The bytes of the images `owner` holds (node images it did not import do not count).
+absl::StatusOr<int64_t> HeldBytes(const image::ImageStore& images, std::string_view owner) {
   ASSIGN_OR_RETURN(std::vector<image::ImageInfo> list, images.List(owner));
   int64_t bytes = 0;
   for (const image::ImageInfo& i : list) {
-    if (!i.held) continue;
-    bytes += i.unpacked_bytes + i.blob_bytes;
-    if (held != nullptr) held->insert(i.digest);
+    if (i.held) bytes += i.unpacked_bytes + i.blob_bytes;
   }
   return bytes;
 }
 
-absl::Status QuotaError(int64_t used, int64_t quota) {
-  return ResourceExhausted(
-      fmt::format("image quota: this key's images would take {} bytes, over its limit of {} bytes "
-                  "(airlockd --max-image-bytes-per-key); remove some of its images first",
-                  used, quota));
-}
-
-// Imports `path` for `options.owner` within its quota (0: none). Refused before the import
-// when the key is at its quota already; after it, when the new images took it beyond: the holds
-// the import added go again, so the key keeps exactly the images it had.
-absl::StatusOr<std::vector<image::ImageInfo>> ImportWithinQuota(
-    image::ImageStore& images, int64_t quota, const std::string& path,
-    const image::ImportOptions& options) {
-  std::set<image::Digest> before;
+// Imports `path` for `options.owner` within its quota (0: none). A key at its quota is refused
+// before anything is unpacked; the store checks each image against the quota when it commits it
+// (ImportOptions::max_owner_bytes), so a refused image leaves the key's images and tags as they
+// were, whatever else imports at the same time.
+absl::StatusOr<std::vector<image::ImageInfo>> ImportWithinQuota(image::ImageStore& images,
+                                                                int64_t quota,
+                                                                const std::string& path,
+                                                                image::ImportOptions options) {
   if (quota > 0) {
-    ASSIGN_OR_RETURN(int64_t used, HeldBytes(images, options.owner, &before));
-    if (used >= quota) return QuotaError(used, quota);
-  }
-  ASSIGN_OR_RETURN(std::vector<image::ImageInfo> got, images.Import(path, options));
-  if (quota <= 0) return got;
-  ASSIGN_OR_RETURN(int64_t used, HeldBytes(images, options.owner, nullptr));
-  if (used <= quota) return got;
-  for (const image::ImageInfo& info : got) {
-    if (before.contains(info.digest)) continue;
-    if (absl::Status s = images.Remove(info.digest.str(), options.owner); !s.ok()) {
-      Log().Warn("an image over the key's quota could not be removed",
-                 {{"digest", info.digest.str()}, {"error", std::string(Message(s))}});
+    ASSIGN_OR_RETURN(int64_t used, HeldBytes(images, options.owner));
+    if (used >= quota) {
+      return ResourceExhausted(fmt::format(
+          "image quota: this key's images take {} bytes, its limit is {} bytes", used, quota));
     }
   }
-  return QuotaError(used, quota);
+  options.max_owner_bytes = quota;
+  absl::StatusOr<std::vector<image::ImageInfo>> got = images.Import(path, options);
+  if (!got.ok() && got.status().message().find("image quota") != std::string_view::npos) {
+    return ResourceExhausted(fmt::format(
+        "{} (airlockd --max-image-bytes-per-key; remove some of this key's images first)",
+        std::string(got.status().message())));
+  }
+  return got;
 }
 
 json ImagesJson(const std::vector<image::ImageInfo>& images) {
@@ -177,7 +169,9 @@ absl::StatusOr<std::unique_ptr<image::ImageStore>> OpenNodeImageStore(const std:
   o.dir = data_dir + "/images";
   // The sandboxes' uid 0 is host_id_base: image files get the ids the sandbox's users have.
   o.id_offset = engine::SandboxOptions{}.host_id_base;
-  o.in_use = [store](const image::Digest& d) { return UsedBySandbox(store, d); };
+  o.in_use = [store](const image::Digest& d, const std::optional<std::string>& owner) {
+    return UsedBySandbox(store, d, owner);
+  };
   return image::ImageStore::Open(std::move(o));
 }
 

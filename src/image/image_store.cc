@@ -45,19 +45,20 @@ constexpr int64_t kIndexMaxBytes = 64 << 20;
 // created a moment before its owner locks it.
 constexpr time_t kStaleWorkSeconds = 60;
 
-using Owners = std::set<std::string, std::less<>>;
+// Who holds an image (kNodeImages, a key's id), with when each imported it (unix seconds).
+using Owners = std::map<std::string, int64_t, std::less<>>;
 
 // What index.json keeps per image.
 struct Record {
   Digest config;
   std::vector<Digest> layers;
-  Owners owners;                                         // who imported it (kNodeImages, a key)
+  Owners owners;
   std::map<std::string, std::vector<std::string>> tags;  // owner -> its tags, sorted
   int64_t unpacked_bytes = 0;
   int64_t blob_bytes = 0;
   int64_t entries = 0;
   int64_t skipped = 0;
-  int64_t imported = 0;  // unix seconds
+  int64_t imported = 0;  // unix seconds, the first import (each owner's own is in `owners`)
 };
 using Index = std::map<Digest, Record>;
 
@@ -101,10 +102,14 @@ absl::StatusOr<Index> ParseIndexFile(std::string_view text) {
     };
     if (version < 2) {
       // Before owners, every image was the node's and its tags were one list.
-      r.owners.insert(std::string(kNodeImages));
+      r.owners[std::string(kNodeImages)] = integer(v, "imported");
       r.tags[std::string(kNodeImages)] = strings(v.value("tags", Json::array()));
     } else {
-      for (std::string& o : strings(v.value("owners", Json::array()))) r.owners.insert(o);
+      Json owners = v.value("owners", Json::object());
+      if (!owners.is_object()) return DataLoss(fmt::format("images.{}.owners: not an object", key));
+      for (const auto& [owner, when] : owners.items()) {
+        r.owners[owner] = when.is_number_integer() ? when.get<int64_t>() : 0;
+      }
       Json tags = v.value("tags", Json::object());
       if (!tags.is_object()) return DataLoss(fmt::format("images.{}.tags: not an object", key));
       for (const auto& [owner, list] : tags.items()) r.tags[owner] = strings(list);
@@ -219,13 +224,16 @@ struct Planned {
 // what it takes from it.
 class ImportJob {
  public:
+  // `known_layers`: the layers of the images the importing owner sees, which need not be read
+  // from the archive again.
   ImportJob(const ImageStoreOptions& store, const std::string& work, PathGuard source, bool staged,
-            const ImportOptions& options)
+            const ImportOptions& options, std::set<Digest> known_layers)
       : store_(store),
         work_(work),
         source_(std::move(source)),
         staged_(staged),
-        options_(options) {}
+        options_(options),
+        known_layers_(std::move(known_layers)) {}
 
   absl::StatusOr<std::vector<Planned>> Plan() {
     std::vector<Planned> plans;
@@ -445,9 +453,11 @@ class ImportJob {
   }
 
   // Brings a (layer) blob into the work directory, hashing it on the way; with `expected`, a
-  // blob whose content does not match is refused and one the store already has is not read.
+  // blob whose content does not match is refused, and one of the importing owner's own images
+  // (or the node's) is not read again. A layer only another owner's image has must be in the
+  // archive: naming its digest does not give its content.
   absl::StatusOr<Blob> Ingest(const std::string& name, const Descriptor* expected) {
-    if (expected != nullptr) {
+    if (expected != nullptr && known_layers_.contains(expected->digest)) {
       struct stat st;
       if (::stat(StoreBlobPath(expected->digest).c_str(), &st) == 0 &&
           st.st_size == expected->size) {
@@ -526,6 +536,7 @@ class ImportJob {
   PathGuard source_;
   bool staged_;
   const ImportOptions& options_;
+  const std::set<Digest> known_layers_;
   int64_t verified_ = 0;
   int64_t reported_ = 0;
 };
@@ -640,11 +651,14 @@ absl::StatusOr<ImageInfo> MakeInfo(const StorePaths& p, const Index& index, cons
   info.tags = ViewTags(index, d, owner);
   info.held = r.owners.contains(owner);
   info.node = r.owners.contains(kNodeImages);
+  // The viewer's own import, else the node's: never when another owner imported it.
+  auto when = r.owners.find(info.held ? owner : kNodeImages);
   info.unpacked_bytes = r.unpacked_bytes;
   info.blob_bytes = r.blob_bytes;
   info.entries = r.entries;
   info.skipped_entries = r.skipped;
-  info.imported = std::chrono::system_clock::time_point(std::chrono::seconds(r.imported));
+  info.imported = std::chrono::system_clock::time_point(
+      std::chrono::seconds(when != r.owners.end() ? when->second : 0));
   ASSIGN_OR_RETURN(std::string config, ReadFile(p.Blob(r.config), static_cast<size_t>(max_json)),
                    fmt::format("image {}", d.str()));
   ASSIGN_OR_RETURN(internal::ConfigDocument doc, internal::ParseConfig(config),
@@ -663,6 +677,16 @@ void SetTag(Index& index, const Digest& d, std::string_view owner, const std::st
     tags.push_back(tag);
     std::sort(tags.begin(), tags.end());
   }
+}
+
+// The bytes of the images `owner` holds: unpacked files and blobs, each image counted whole for
+// every owner holding it.
+int64_t OwnerBytes(const Index& index, std::string_view owner) {
+  int64_t bytes = 0;
+  for (const auto& [d, r] : index) {
+    if (r.owners.contains(owner)) bytes += r.unpacked_bytes + r.blob_bytes;
+  }
+  return bytes;
 }
 
 // Drops the tags of owners that no longer see the image (after its owners changed).
@@ -760,7 +784,16 @@ absl::StatusOr<std::vector<ImageInfo>> ImageStore::Import(const std::string& pat
       RETURN_IF_ERROR(unpacker->Apply(fd.get(), "archive"));
     }
     ASSIGN_OR_RETURN(PathGuard guard, PathGuard::Open(source));
-    ImportJob job(options_, work.path(), std::move(guard), staged, options);
+    std::set<Digest> known_layers;
+    {
+      ASSIGN_OR_RETURN(FileLock lock, FileLock::Acquire(p.IndexLock(), FileLock::Mode::kShared));
+      ASSIGN_OR_RETURN(Index index, LoadIndex(p));
+      for (const auto& [d, r] : index) {
+        if (Visible(r, options.owner)) known_layers.insert(r.layers.begin(), r.layers.end());
+      }
+    }
+    ImportJob job(options_, work.path(), std::move(guard), staged, options,
+                  std::move(known_layers));
     ASSIGN_OR_RETURN(std::vector<Planned> plans, job.Plan());
 
     std::vector<ImageInfo> out;
@@ -815,6 +848,21 @@ absl::StatusOr<std::vector<ImageInfo>> ImageStore::Import(const std::string& pat
         std::vector<Blob> blobs = plan.layers;
         blobs.push_back(plan.config);
         blobs.push_back({plan.digest, static_cast<int64_t>(plan.manifest.size())});
+        // The owner's quota, checked here under the lock with the image's own size: concurrent
+        // imports of one owner cannot pass it together, and a refusal leaves nothing changed.
+        if (auto held = index.find(plan.digest);
+            options.max_owner_bytes > 0 &&
+            (held == index.end() || !held->second.owners.contains(options.owner))) {
+          int64_t adds = present ? held->second.unpacked_bytes : fresh.unpacked_bytes;
+          for (const Blob& b : blobs) adds += b.size;
+          const int64_t used = OwnerBytes(index, options.owner);
+          if (used + adds > options.max_owner_bytes) {
+            return ResourceExhausted(fmt::format(
+                "image quota: the owner's images would take {} bytes with this one, over its "
+                "limit of {} bytes",
+                used + adds, options.max_owner_bytes));
+          }
+        }
         for (const Blob& b : blobs) {
           if (Exists(p.Blob(b.digest))) continue;
           if (::rename(job.WorkBlobPath(b.digest).c_str(), p.Blob(b.digest).c_str()) != 0) {
@@ -846,7 +894,7 @@ absl::StatusOr<std::vector<ImageInfo>> ImageStore::Import(const std::string& pat
           it->second.entries = fresh.entries;
           it->second.skipped = fresh.skipped;
         }
-        it->second.owners.insert(options.owner);
+        it->second.owners.try_emplace(options.owner, ::time(nullptr));
         for (const std::string& tag : plan.tags) SetTag(index, plan.digest, options.owner, tag);
         RETURN_IF_ERROR(SaveIndex(p, index));
         return MakeInfo(p, index, plan.digest, options.owner, options_.limits.max_json_bytes);
@@ -943,7 +991,8 @@ absl::Status ImageStore::Remove(std::string_view reference, std::string_view own
     return Annotate(s, fmt::format("remove image {}", digest.str()));
   };
   StorePaths p{options_.dir};
-  // The owner's hold goes first; the image itself only with its last owner.
+  // The owner's hold goes first, with its tags on the image; the image itself only with its last
+  // holder. Returns whether the owner is the last holder (nothing changed then).
   auto drop_hold = [&](Index& index) -> absl::StatusOr<bool> {
     auto it = index.find(digest);
     if (it == index.end() || !Visible(it->second, owner)) {
@@ -957,10 +1006,17 @@ absl::Status ImageStore::Remove(std::string_view reference, std::string_view own
     }
     if (r.owners.size() == 1) return true;
     r.owners.erase(r.owners.find(owner));
+    r.tags.erase(std::string(owner));
     PruneTags(r);
     RETURN_IF_ERROR(SaveIndex(p, index));
     return false;
   };
+  // Asked before any lock is taken: the callback may well call back into the store. The
+  // owner's own sandboxes keep its hold (so that it cannot be dropped from under them to pin
+  // the image on another holder); when the image itself would go, any sandbox keeps it.
+  if (options_.in_use && options_.in_use(digest, std::string(owner))) {
+    return error(FailedPrecondition("it is in use by a sandbox of its owner"));
+  }
   {
     ASSIGN_OR_RETURN(FileLock lock, FileLock::Acquire(p.IndexLock(), FileLock::Mode::kExclusive));
     ASSIGN_OR_RETURN(Index index, LoadIndex(p));
@@ -968,8 +1024,7 @@ absl::Status ImageStore::Remove(std::string_view reference, std::string_view own
     if (!last.ok()) return error(last.status());
     if (!*last) return absl::OkStatus();  // other owners keep it
   }
-  // Asked before any lock is taken: the callback may well call back into the store.
-  if (options_.in_use && options_.in_use(digest)) {
+  if (options_.in_use && options_.in_use(digest, std::nullopt)) {
     return error(FailedPrecondition("it is in use (the store's owner says so)"));
   }
   ASSIGN_OR_RETURN(FileLock image_lock,

@@ -46,6 +46,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -115,6 +116,11 @@ struct ImportOptions {
   std::function<void(const ImportProgress&)> progress;
   // Who the images and tags belong to: an API key's id, or kNodeImages.
   std::string owner = std::string(kNodeImages);
+  // Bytes the owner may hold (ImageInfo unpacked_bytes + blob_bytes over its images, each image
+  // counted for every owner holding it); 0: no limit. An image that would take the owner beyond
+  // is refused (ResourceExhausted) when it is committed, under the index lock, and nothing of it
+  // is kept for the owner: no hold, no tag. Images of the same archive committed before it stay.
+  int64_t max_owner_bytes = 0;
 };
 
 struct ImageStoreOptions {
@@ -126,7 +132,9 @@ struct ImageStoreOptions {
   uint32_t id_offset = 0;
   // Consulted by Remove besides the leases: return true when `digest` is still used (for
   // instance by a sandbox that another process created). May be empty.
-  std::function<bool(const Digest& digest)> in_use;
+  // `owner` given: whether a sandbox of that owner uses it (its hold stays while one does);
+  // nullopt: whether any sandbox does (the image stays).
+  std::function<bool(const Digest& digest, const std::optional<std::string>& owner)> in_use;
 };
 
 class ImageStore;
@@ -186,9 +194,10 @@ class ImageStore {
   absl::Status Untag(std::string_view tag, std::string_view owner = kNodeImages);
 
   // Removes the owner's hold on the image a reference names, with its tags on it. When no other
-  // owner holds it, the image goes: its root file system and the blobs no other image uses;
-  // FailedPrecondition (and nothing changes) while a lease is held or `in_use` says so.
-  // PermissionDenied for a node image asked by another owner.
+  // owner holds it, the image goes: its root file system and the blobs no other image uses.
+  // FailedPrecondition (and nothing changes) while a sandbox of the owner uses it, or, for the
+  // last holder, while a lease is held or `in_use` says any sandbox does. PermissionDenied for a
+  // node image asked by another owner.
   absl::Status Remove(std::string_view reference, std::string_view owner = kNodeImages);
 
   // Marks the image in use and returns its root file system. NotFound when it is not stored.

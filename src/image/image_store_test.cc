@@ -447,10 +447,86 @@ TEST_F(ImageStoreTest, TheNodesImagesAreSeenByEveryKeyAndRemovedOnlyByTheNode) {
   EXPECT_EQ(*store_->Resolve("pinned:1", alice), base.digest);
   EXPECT_EQ(store_->Resolve("pinned:1").status().code(), absl::StatusCode::kNotFound);
 
+  // Alice imports the node's image too, then removes it: her tag goes with her hold, though she
+  // still sees the image as the node's.
+  Image same = TwoLayers();
+  same.tags = {};
+  ImportOne(WriteLayoutDir(testing::OciLayout(same), "same"), {.tags = {"mine:1"}, .owner = alice});
+  ASSERT_TRUE(store_->Remove("mine:1", alice).ok());
+  EXPECT_EQ(store_->Resolve("mine:1", alice).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(*store_->Resolve(base.digest.str(), alice), base.digest);
+
   ASSERT_TRUE(store_->Remove("base:1").ok());
   EXPECT_EQ(store_->Resolve("pinned:1", alice).status().code(), absl::StatusCode::kNotFound)
       << "a key's tag on a node image goes with it";
   EXPECT_EQ(*store_->Resolve("base:1", alice), own.digest);
+}
+
+// The attack: Bob knows the digests and sizes of the layers of Alice's image (a secret baked
+// into it) and sends a layout that names them without their content, hoping the store fills
+// them in from Alice's copy. The import fails for want of the blobs. Alice herself may leave
+// out layers of images she has.
+TEST_F(ImageStoreTest, ALayerIsNeverGivenForItsDigestAlone) {
+  const std::string alice = "ak-000000000001", bob = "ak-000000000002";
+  ImageInfo a = ImportOne(WriteLayoutDir(testing::OciLayout(TwoLayers()), "a"), {.owner = alice});
+  auto without_layers = [&](Image img, const std::string& name) {
+    img.tags = {};
+    testing::Layout layout = testing::OciLayout(img);
+    for (const Digest& l : a.layers) layout.files.erase("blobs/sha256/" + std::string(l.hex()));
+    return WriteLayoutDir(layout, name);
+  };
+  Image bobs = TwoLayers();
+  bobs.env = {"BOB=1"};  // his own config, so his own manifest, naming Alice's layers
+  absl::StatusOr<std::vector<ImageInfo>> got =
+      store_->Import(without_layers(bobs, "bob"), {.owner = bob});
+  ASSERT_FALSE(got.ok()) << "Bob was given Alice's layers for their digests";
+  EXPECT_NE(got.status().message().find(std::string(a.layers[0].hex())), std::string::npos)
+      << got.status();
+  EXPECT_TRUE(store_->List(bob)->empty());
+
+  Image alices = TwoLayers();
+  alices.env = {"ALICE=2"};
+  EXPECT_TRUE(store_->Import(without_layers(alices, "alice"), {.owner = alice}).ok());
+}
+
+// The owner's quota is checked as each image is committed: an image beyond it is refused and
+// leaves the owner's images and tags as they were, a tag the refused import would have moved
+// included. An image the owner holds already never counts twice.
+TEST_F(ImageStoreTest, AnImageBeyondItsOwnersQuotaIsRefusedWhenCommitted) {
+  const std::string alice = "ak-000000000001";
+  ImageInfo first = ImportOne(WriteLayoutDir(testing::OciLayout(TwoLayers()), "a"),
+                              {.tags = {"keep:1"}, .owner = alice});
+  const int64_t size = first.unpacked_bytes + first.blob_bytes;
+  Image other = TwoLayers();
+  other.env = {"OTHER=1"};
+  other.tags = {};
+  const std::string other_dir = WriteLayoutDir(testing::OciLayout(other), "b");
+  absl::StatusOr<std::vector<ImageInfo>> refused = store_->Import(
+      other_dir, {.tags = {"keep:1"}, .owner = alice, .max_owner_bytes = size + size / 2});
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_NE(refused.status().message().find("image quota"), std::string::npos);
+  EXPECT_EQ(*store_->Resolve("keep:1", alice), first.digest) << "the refused import moved a tag";
+  EXPECT_EQ(store_->List(alice)->size(), 1u);
+
+  EXPECT_TRUE(store_
+                  ->Import(WriteLayoutDir(testing::OciLayout(TwoLayers()), "again"),
+                           {.owner = alice, .max_owner_bytes = 1})
+                  .ok())
+      << "a re-import of a held image adds nothing";
+  EXPECT_TRUE(store_->Import(other_dir, {.owner = alice, .max_owner_bytes = 3 * size}).ok());
+  EXPECT_EQ(store_->List(alice)->size(), 2u);
+}
+
+// Each holder sees its own import time, never another's: Bob's re-import of Alice's image does
+// not tell him when she imported it.
+TEST_F(ImageStoreTest, EachHolderSeesItsOwnImportTime) {
+  const std::string alice = "ak-000000000001", bob = "ak-000000000002";
+  ImageInfo a = ImportOne(WriteLayoutDir(testing::OciLayout(TwoLayers()), "a"), {.owner = alice});
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // import times are in seconds
+  ImageInfo b = ImportOne(WriteLayoutDir(testing::OciLayout(TwoLayers()), "b"), {.owner = bob});
+  ASSERT_EQ(a.digest, b.digest);
+  EXPECT_GT(b.imported, a.imported);
+  EXPECT_EQ(store_->Get(a.digest, alice)->imported, a.imported);
 }
 
 // A store written before owners existed (index version 1): its images become the node's.
@@ -510,16 +586,40 @@ TEST_F(ImageStoreTest, RemoveAsksTheOwnersInUseHook) {
   ImageInfo a = ImportOne(WriteLayoutDir(testing::OciLayout(TwoLayers())));
   bool busy = true;
   std::vector<std::string> asked;
-  auto s = ImageStore::Open({.dir = base_ + "/store", .in_use = [&](const Digest& d) {
-                               asked.push_back(d.str());
-                               return busy;
-                             }});
+  auto s = ImageStore::Open(
+      {.dir = base_ + "/store",
+       .in_use = [&](const Digest& d, const std::optional<std::string>& owner) {
+         asked.push_back(fmt::format("{} {}", d.str(), owner ? "owner:" + *owner : "any"));
+         return busy && !owner;
+       }});
   ASSERT_TRUE(s.ok());
   absl::Status r = (*s)->Remove(a.digest.str());
   EXPECT_EQ(r.code(), absl::StatusCode::kFailedPrecondition) << r;
-  EXPECT_EQ(asked, std::vector<std::string>{a.digest.str()});
+  EXPECT_EQ(asked, (std::vector<std::string>{a.digest.str() + " owner:", a.digest.str() + " any"}));
   busy = false;
   EXPECT_TRUE((*s)->Remove(a.digest.str()).ok());
+}
+
+// Two keys hold one image and Bob's sandbox runs it. Bob cannot drop his hold from under his
+// sandbox (which would leave the image pinned on Alice, and tell her someone uses it); Alice
+// drops hers at once, and the image stays for Bob.
+TEST_F(ImageStoreTest, AKeyKeepsItsHoldWhileItsOwnSandboxUsesTheImage) {
+  const std::string alice = "ak-000000000001", bob = "ak-000000000002";
+  auto s = ImageStore::Open({.dir = base_ + "/store",
+                             .in_use = [&](const Digest&, const std::optional<std::string>& owner) {
+                               return !owner || *owner == bob;
+                             }});
+  ASSERT_TRUE(s.ok());
+  store_ = *std::move(s);
+  ImageInfo a = ImportOne(WriteLayoutDir(testing::OciLayout(TwoLayers()), "a"), {.owner = alice});
+  ImportOne(WriteLayoutDir(testing::OciLayout(TwoLayers()), "b"), {.owner = bob});
+  absl::Status refused = store_->Remove(a.digest.str(), bob);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_NE(refused.message().find("a sandbox of its owner"), std::string::npos) << refused;
+  EXPECT_TRUE(store_->Remove(a.digest.str(), alice).ok());
+  EXPECT_EQ(store_->Resolve(a.digest.str(), alice).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(*store_->Resolve(a.digest.str(), bob), a.digest);
+  EXPECT_EQ(access(Rootfs(a).c_str(), F_OK), 0);
 }
 
 TEST_F(ImageStoreTest, ProgressIsReportedByStageAndLayer) {
