@@ -187,6 +187,11 @@ json ExecBody(const ExecRequest& r) {
   return b;
 }
 
+// How long the answer to a call the server runs as long work may take to begin: a create with
+// a workspace clone (clone and checkout up to five minutes each, then the start), an artifact
+// collection (up to ten minutes), an interpreter's evaluation (wall time up to ten minutes).
+constexpr std::chrono::minutes kLongWorkAnswer(30);
+
 std::string SandboxPath(std::string_view id) { return "/v1/sandboxes/" + UrlEncode(id); }
 
 std::string FilesTarget(std::string_view id, std::string_view op, std::string_view path) {
@@ -359,7 +364,8 @@ absl::StatusOr<Sandbox> Client::CreateSandbox(const CreateSandboxRequest& reques
     body["workspace"] = {
         {"git", {{"repo", request.workspace->repo}, {"commit", request.workspace->commit}}}};
   }
-  ASSIGN_OR_RETURN(json j, Call(static_cast<int>(bhttp::verb::post), "/v1/sandboxes", &body));
+  ASSIGN_OR_RETURN(
+      json j, Call(static_cast<int>(bhttp::verb::post), "/v1/sandboxes", &body, kLongWorkAnswer));
   return SandboxFrom(j);
 }
 
@@ -434,12 +440,14 @@ absl::StatusOr<json> Client::CollectArtifacts(std::string_view id,
   json body = json::object();
   if (!paths.empty()) body["paths"] = paths;
   if (!secrets.empty()) body["secrets"] = secrets;
-  return Call(static_cast<int>(bhttp::verb::post), SandboxPath(id) + "/artifacts:collect", &body);
+  return Call(static_cast<int>(bhttp::verb::post), SandboxPath(id) + "/artifacts:collect", &body,
+              kLongWorkAnswer);
 }
 
 absl::StatusOr<json> Client::WorkspaceDiff(std::string_view id) {
   json body = json::object();
-  return Call(static_cast<int>(bhttp::verb::post), SandboxPath(id) + "/workspace:diff", &body);
+  return Call(static_cast<int>(bhttp::verb::post), SandboxPath(id) + "/workspace:diff", &body,
+              kLongWorkAnswer);
 }
 
 absl::StatusOr<std::vector<Artifact>> Client::ListArtifacts(std::string_view id) {
@@ -490,19 +498,22 @@ absl::StatusOr<json> Client::CreateInterpreter(const json& request) {
 
 absl::StatusOr<json> Client::Eval(std::string_view session, std::string_view script) {
   json body = {{"script", script}};
-  return Call(static_cast<int>(bhttp::verb::post), InterpreterPath(session) + "/eval", &body);
+  return Call(static_cast<int>(bhttp::verb::post), InterpreterPath(session) + "/eval", &body,
+              kLongWorkAnswer);
 }
 
 absl::StatusOr<json> Client::ResumeWithResult(std::string_view session, std::string_view call_id,
                                               const json& result) {
   json body = {{"call_id", call_id}, {"result", result}};
-  return Call(static_cast<int>(bhttp::verb::post), InterpreterPath(session) + "/resume", &body);
+  return Call(static_cast<int>(bhttp::verb::post), InterpreterPath(session) + "/resume", &body,
+              kLongWorkAnswer);
 }
 
 absl::StatusOr<json> Client::ResumeWithError(std::string_view session, std::string_view call_id,
                                              std::string_view error) {
   json body = {{"call_id", call_id}, {"error", error}};
-  return Call(static_cast<int>(bhttp::verb::post), InterpreterPath(session) + "/resume", &body);
+  return Call(static_cast<int>(bhttp::verb::post), InterpreterPath(session) + "/resume", &body,
+              kLongWorkAnswer);
 }
 
 absl::StatusOr<json> Client::GetInterpreter(std::string_view session) {

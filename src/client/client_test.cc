@@ -325,7 +325,7 @@ TEST_F(ClientTest, ImagesImportListRunAndRemove) {
 TEST_F(ClientTest, ExecWaitsForAQuietCommandLongerThanTheReadTimeout) {
   auto quick = Client::Create({.url = url_, .api_key = key_, .timeout = std::chrono::seconds(1)});
   ASSERT_TRUE(quick.ok());
-  absl::StatusOr<Sandbox> sb = (*quick)->CreateSandbox({.spec = json::object()});
+  absl::StatusOr<Sandbox> sb = client_->CreateSandbox({.spec = json::object()});
   ASSERT_TRUE(sb.ok()) << sb.status();
   for (std::optional<int64_t> limit : {std::optional<int64_t>(30), std::optional<int64_t>()}) {
     absl::StatusOr<CommandResult> r = (*quick)->Exec(
@@ -334,7 +334,7 @@ TEST_F(ClientTest, ExecWaitsForAQuietCommandLongerThanTheReadTimeout) {
     EXPECT_EQ(r->exit_code, 0);
     EXPECT_EQ(r->stdout_preview, "done\n");
   }
-  EXPECT_TRUE((*quick)->DestroySandbox(sb->id).ok());
+  EXPECT_TRUE(client_->DestroySandbox(sb->id).ok());
 }
 
 // Stopping airlockd does not wait for a long command: the exec waiting for it ends at once, the

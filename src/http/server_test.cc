@@ -480,9 +480,12 @@ TEST_F(ServerTest, AQuietEventStreamIsKeptAliveForTheClient) {
     return true;
   });
   ASSERT_TRUE(s.ok()) << s.status();
-  EXPECT_EQ(got.find("event: a\ndata: 1\n\n"), 0u) << got;
   EXPECT_NE(got.find(": keep-alive\n\n"), std::string::npos) << got;
-  EXPECT_EQ(got.rfind("event: b\ndata: 2\n\n"), got.size() - 18) << got;
+  std::string events = got;
+  for (size_t at; (at = events.find(": keep-alive\n\n")) != std::string::npos;) {
+    events.erase(at, 14);
+  }
+  EXPECT_EQ(events, "event: a\ndata: 1\n\nevent: b\ndata: 2\n\n") << got;
   pool.join();
 }
 

@@ -29,8 +29,8 @@ absl::StatusOr<UniqueFd> Connect(const std::string& path) {
   return fd;
 }
 
-// The next frame on `fd` within `timeout`; Aborted as soon as `interrupt_fd` (when >= 0) is
-// readable.
+// The next frame on `fd` within `timeout`. While none has come, Aborted as soon as
+// `interrupt_fd` (when >= 0) is readable; a frame already there is read first.
 absl::StatusOr<Received> ReceiveWithin(int fd, std::chrono::milliseconds timeout,
                                        int interrupt_fd = -1) {
   struct pollfd p[2] = {{fd, POLLIN, 0}, {interrupt_fd, POLLIN, 0}};
@@ -39,7 +39,7 @@ absl::StatusOr<Received> ReceiveWithin(int fd, std::chrono::milliseconds timeout
     rc = ::poll(p, interrupt_fd >= 0 ? 2 : 1, static_cast<int>(timeout.count()));
   } while (rc < 0 && errno == EINTR);
   if (rc == 0) return absl::DeadlineExceededError("the sandbox's shim did not answer in time");
-  if (interrupt_fd >= 0 && p[1].revents != 0) {
+  if (interrupt_fd >= 0 && p[0].revents == 0 && p[1].revents != 0) {
     return absl::AbortedError("airlockd is stopping; the sandbox's work goes on in its shim");
   }
   absl::StatusOr<Received> r = Receive(fd);
@@ -60,17 +60,28 @@ absl::StatusOr<nlohmann::json> Final(const Received& r) {
 
 absl::StatusOr<nlohmann::json> ShimClient::Call(const nlohmann::json& request,
                                                 std::chrono::milliseconds timeout) {
-  return Stream(
-      request, [](Frame, std::string_view) { return true; }, timeout);
+  return Exchange(
+      request, [](Frame, std::string_view) { return true; }, timeout, /*interruptible=*/false);
 }
 
 absl::StatusOr<nlohmann::json> ShimClient::Stream(
     const nlohmann::json& request,
     const std::function<bool(Frame type, std::string_view payload)>& on_frame,
     std::chrono::milliseconds idle_timeout) {
+  return Exchange(request, on_frame, idle_timeout, /*interruptible=*/true);
+}
+
+absl::StatusOr<nlohmann::json> ShimClient::Exchange(
+    const nlohmann::json& request,
+    const std::function<bool(Frame type, std::string_view payload)>& on_frame,
+    std::chrono::milliseconds idle_timeout, bool interruptible) {
+  // After an interrupt no request is sent: it fails with nothing done in the shim.
+  if (pool_ != nullptr && pool_->interrupted()) {
+    return absl::AbortedError("airlockd is stopping; the request was not sent to the shim");
+  }
   UniqueFd fd = pool_ != nullptr ? pool_->Take(socket_path_) : UniqueFd();
   bool pooled = static_cast<bool>(fd);
-  const int interrupt = pool_ != nullptr ? pool_->interrupt_fd() : -1;
+  const int interrupt = pool_ != nullptr && interruptible ? pool_->interrupt_fd() : -1;
   absl::StatusOr<Received> r = absl::UnknownError("");
   for (;;) {
     if (!fd) {
@@ -104,6 +115,11 @@ ShimConnections::ShimConnections(size_t max_idle_per_shim, size_t max_idle)
     : max_idle_per_shim_(max_idle_per_shim),
       max_idle_(max_idle),
       interrupt_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+
+bool ShimConnections::interrupted() const {
+  struct pollfd p = {interrupt_.get(), POLLIN, 0};
+  return interrupt_ && ::poll(&p, 1, 0) > 0;
+}
 
 void ShimConnections::Interrupt() {
   uint64_t one = 1;

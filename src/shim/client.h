@@ -37,9 +37,12 @@ class ShimConnections {
   void Forget(const std::string& socket_path);
   size_t idle() const;
 
-  // Ends every wait of a call made through this pool, now and later, with Aborted: the daemon is
-  // stopping and must not wait for commands, which go on in their shims.
+  // The daemon is stopping and must not wait for commands, which go on in their shims: from now
+  // on a call through this pool is not sent (Aborted, nothing done), and the long waits of
+  // Stream calls already sent (an exec run to its end, an attach, a download) end with Aborted.
+  // Short Calls already sent wait for their answer, so what they did is known.
   void Interrupt();
+  bool interrupted() const;
   int interrupt_fd() const { return interrupt_.get(); }
 
  private:
@@ -61,8 +64,7 @@ class ShimClient {
 
   // A request whose answer is preceded by frames (output, events, file data): `on_frame` gets
   // each; returning false stops reading (the connection closes; the shim's work goes on).
-  // `idle_timeout` bounds the wait for each frame. A call through a pool that was interrupted
-  // ends with Aborted.
+  // `idle_timeout` bounds the wait for each frame. Through an interrupted pool, Aborted.
   absl::StatusOr<nlohmann::json> Stream(
       const nlohmann::json& request,
       const std::function<bool(Frame type, std::string_view payload)>& on_frame,
@@ -92,6 +94,12 @@ class ShimClient {
   const std::string& socket_path() const { return socket_path_; }
 
  private:
+  // Call and Stream: the wait for the answer ends on the pool's interrupt when `interruptible`.
+  absl::StatusOr<nlohmann::json> Exchange(
+      const nlohmann::json& request,
+      const std::function<bool(Frame type, std::string_view payload)>& on_frame,
+      std::chrono::milliseconds idle_timeout, bool interruptible);
+
   std::string socket_path_;
   ShimConnections* pool_;
 };

@@ -253,6 +253,52 @@ TEST_F(ShimTest, KeptConnectionsCarryManyCallsAndEndWithTheShim) {
             absl::StatusCode::kUnavailable);
 }
 
+// The daemon's stop (ShimConnections::Interrupt): a Stream waiting for a long command ends at
+// once and the command goes on; a short Call already sent still gets its answer, so what it did
+// is known; a call after the interrupt is not sent at all.
+TEST_F(ShimTest, AnInterruptEndsLongWaitsOnlyAndSendsNothingMore) {
+  ASSERT_TRUE(StartShim().value("ok", false));
+  ShimConnections pool;
+  ShimClient client(socket_, &pool);
+  absl::StatusOr<json> long_wait = absl::UnknownError("not run");
+  std::thread waiter([&] {
+    long_wait = client.Stream(
+        {{"op", "exec"},
+         {"command_id", "cmd-long"},
+         {"command", {{"argv", {"sh", "-c", "sleep 2; echo done"}}}}},
+        [](Frame, std::string_view) { return true; }, milliseconds(30000));
+  });
+  std::this_thread::sleep_for(milliseconds(300));
+  // A short call in flight when the interrupt comes: the shim's answer to it is read.
+  absl::StatusOr<json> in_flight = absl::UnknownError("not run");
+  std::thread caller([&] {
+    in_flight = client.Call(
+        {{"op", "exec"}, {"command", {{"argv", {"sh", "-c", "sleep 0.5; echo short"}}}}},
+        milliseconds(30000));
+  });
+  std::this_thread::sleep_for(milliseconds(200));
+  auto start = std::chrono::steady_clock::now();
+  pool.Interrupt();
+  waiter.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(1000));
+  EXPECT_EQ(long_wait.status().code(), absl::StatusCode::kAborted) << long_wait.status();
+  caller.join();
+  ASSERT_TRUE(in_flight.ok()) << in_flight.status();
+  EXPECT_EQ((*in_flight)["result"]["stdout_preview"], "short\n");
+  absl::StatusOr<json> after = client.Call({{"op", "hello"}}, milliseconds(1000));
+  EXPECT_EQ(after.status().code(), absl::StatusCode::kAborted);
+  EXPECT_NE(after.status().message().find("not sent"), std::string::npos) << after.status();
+  // The interrupted command went on in the shim, which kept its result.
+  json state;
+  for (int i = 0; i < 50; ++i) {
+    state = Call({{"op", "command"}, {"command_id", "cmd-long"}});
+    if (state.value("state", "") != "running") break;
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  EXPECT_EQ(state.value("state", ""), "finished") << state.dump();
+  EXPECT_EQ(state["result"]["stdout_preview"], "done\n");
+}
+
 TEST_F(ShimTest, StreamsOutputAndEvents) {
   ASSERT_TRUE(StartShim().value("ok", false));
   std::string out, err;

@@ -10,6 +10,9 @@ DEFAULT_URL = "http://127.0.0.1:7878"
 _CHUNK = 1 << 20
 # The longest command timeout a spec allows: a command's result may come that late.
 _MAX_COMMAND_SECONDS = 7 * 24 * 3600
+# How long the answer to a call the server runs as long work may take to begin: a create with a
+# workspace clone, an artifact collection, an interpreter's evaluation.
+_LONG_WORK_SECONDS = 30 * 60
 
 
 class ApiError(Exception):
@@ -92,6 +95,11 @@ class _Transport:
         self.prefix = parsed.path.rstrip("/")
         self.api_key = api_key
         self.timeout = timeout
+
+    def longer(self, seconds):
+        """A socket timeout for a call whose answer may take `seconds` to begin (never shorter
+        than the client's; None, no timeout, stays None)."""
+        return None if self.timeout is None else max(self.timeout, seconds)
 
     def open(self, method, target, body=None, headers=None, chunked=False, timeout=None):
         """Sends a request; returns the open response (the caller reads and closes it).
@@ -331,8 +339,8 @@ class Sandbox:
     def metadata(self):
         return self.raw.get("metadata", {})
 
-    def _call(self, method, suffix, payload=None):
-        return self._transport.call(method, self._path + suffix, payload)
+    def _call(self, method, suffix, payload=None, timeout=None):
+        return self._transport.call(method, self._path + suffix, payload, timeout=timeout)
 
     def refresh(self):
         self.raw = self._call("GET", "")
@@ -343,8 +351,8 @@ class Sandbox:
         body = _exec_body(argv, timeout_seconds, env, workdir, stdin, secrets)
         # The answer comes when the command ends: wait as long as it may run, plus a minute.
         runs_for = timeout_seconds if timeout_seconds is not None else _MAX_COMMAND_SECONDS
-        wait = max(self._transport.timeout, runs_for + 60)
-        return ExecResult(self._transport.call("POST", self._path + "/exec", body, timeout=wait))
+        return ExecResult(self._transport.call("POST", self._path + "/exec", body,
+                                               timeout=self._transport.longer(runs_for + 60)))
 
     def exec_stream(self, argv, timeout_seconds=None, env=None, workdir=None, stdin=None,
                     secrets=None):
@@ -400,7 +408,8 @@ class Sandbox:
             body["paths"] = list(paths)
         if secrets:
             body["secrets"] = list(secrets)
-        return self._call("POST", "/artifacts:collect", body)
+        return self._call("POST", "/artifacts:collect", body,
+                          timeout=self._transport.longer(_LONG_WORK_SECONDS))
 
     def workspace_diff(self):
         """The git workspace's diff against its pinned commit, collected as an artifact.
@@ -408,7 +417,8 @@ class Sandbox:
         Returns the collection (as collect_artifacts) plus base_commit; the diff itself is the
         released artifact at /sandbox/artifacts/workspace.diff (download_artifact).
         """
-        return self._call("POST", "/workspace:diff")
+        return self._call("POST", "/workspace:diff",
+                          timeout=self._transport.longer(_LONG_WORK_SECONDS))
 
     def artifacts(self):
         """The run's recorded artifacts (released and quarantined)."""
@@ -514,7 +524,8 @@ class Interpreter:
         return self.raw.get("state", "")
 
     def eval(self, script):
-        run = self._t.call("POST", self._path + "/eval", {"script": script})
+        run = self._t.call("POST", self._path + "/eval", {"script": script},
+                           timeout=self._t.longer(_LONG_WORK_SECONDS))
         self.raw["state"] = run.get("state", self.state)
         return run
 
@@ -525,7 +536,8 @@ class Interpreter:
             body["error"] = error
         else:
             body["result"] = result
-        run = self._t.call("POST", self._path + "/resume", body)
+        run = self._t.call("POST", self._path + "/resume", body,
+                           timeout=self._t.longer(_LONG_WORK_SECONDS))
         self.raw["state"] = run.get("state", self.state)
         return run
 
@@ -607,7 +619,8 @@ class Client:
             body["idempotency_key"] = idempotency_key
         if workspace:
             body["workspace"] = {"git": dict(workspace)}
-        return Sandbox(self, self._transport.call("POST", "/v1/sandboxes", body))
+        return Sandbox(self, self._transport.call("POST", "/v1/sandboxes", body,
+                                                  timeout=self._transport.longer(_LONG_WORK_SECONDS)))
 
     def get(self, sandbox_id):
         return Sandbox(self, self._transport.call("GET", f"/v1/sandboxes/{_q(sandbox_id)}"))

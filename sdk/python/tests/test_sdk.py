@@ -55,11 +55,15 @@ class SdkTest(unittest.TestCase):
             os.environ.update(old)
 
     def test_exec_waits_for_a_quiet_command_longer_than_the_read_timeout(self):
-        quick = airlock.Client(self.daemon.url, self.daemon.key, timeout=1)
-        with quick.create(spec={}) as sb:
+        with self.client.create(spec={}) as sb:
+            quick = airlock.Client(self.daemon.url, self.daemon.key, timeout=1)
+            mine = quick.get(sb.id)
             for limit in (30, None):
-                r = sb.exec(["sh", "-c", "sleep 2.5; echo done"], timeout_seconds=limit)
+                r = mine.exec(["sh", "-c", "sleep 2.5; echo done"], timeout_seconds=limit)
                 self.assertEqual((r.exit_code, r.stdout), (0, "done\n"))
+            # A client without a timeout waits as long as it takes.
+            patient = airlock.Client(self.daemon.url, self.daemon.key, timeout=None)
+            self.assertEqual(patient.get(sb.id).exec(["echo", "hi"]).stdout, "hi\n")
 
     def test_sandbox_lifecycle_exec_and_files(self):
         with self.client.create(spec={}, ttl_seconds=600, metadata={"suite": "python"},

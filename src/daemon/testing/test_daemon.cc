@@ -447,6 +447,7 @@ ApiResponse Api::Stream(Verb method, std::string_view target, std::string body,
         if (line.rfind("event: ", 0) == 0) event = line.substr(7);
         if (line.rfind("data: ", 0) == 0) data_line += line.substr(6);
       }
+      if (event.empty() && data_line.empty()) continue;  // a comment (": keep-alive")
       json value = json::parse(data_line, nullptr, false);
       // Streamed events are recorded like answers, under the event's name.
       if (const char* rec = std::getenv("AIRLOCK_API_RECORD"); rec != nullptr && *rec != '\0') {
