@@ -44,6 +44,8 @@ constexpr int64_t kIndexMaxBytes = 64 << 20;
 // A work directory nobody holds a lock on is stale only once it is this old: a new one is
 // created a moment before its owner locks it.
 constexpr time_t kStaleWorkSeconds = 60;
+// Tags one owner may have over all its images: the index every owner shares stays small.
+constexpr size_t kMaxTagsPerOwner = 4096;
 
 // Who holds an image (kNodeImages, a key's id), with when each imported it (unix seconds).
 using Owners = std::map<std::string, int64_t, std::less<>>;
@@ -689,6 +691,21 @@ int64_t OwnerBytes(const Index& index, std::string_view owner) {
   return bytes;
 }
 
+// ResourceExhausted when giving `owner` the tags `adding` would take it over kMaxTagsPerOwner.
+absl::Status CheckTagCount(const Index& index, std::string_view owner,
+                           const std::set<std::string>& adding) {
+  std::set<std::string> tags = adding;
+  for (const auto& [d, r] : index) {
+    const std::vector<std::string>& own = TagsOf(r, owner);
+    tags.insert(own.begin(), own.end());
+  }
+  if (tags.size() > kMaxTagsPerOwner) {
+    return ResourceExhausted(fmt::format(
+        "too many tags: an owner has at most {} (remove some first)", kMaxTagsPerOwner));
+  }
+  return absl::OkStatus();
+}
+
 // Drops the tags of owners that no longer see the image (after its owners changed).
 void PruneTags(Record& r) {
   std::erase_if(
@@ -863,6 +880,7 @@ absl::StatusOr<std::vector<ImageInfo>> ImageStore::Import(const std::string& pat
                 used + adds, options.max_owner_bytes));
           }
         }
+        RETURN_IF_ERROR(CheckTagCount(index, options.owner, plan.tags));
         for (const Blob& b : blobs) {
           if (Exists(p.Blob(b.digest))) continue;
           if (::rename(job.WorkBlobPath(b.digest).c_str(), p.Blob(b.digest).c_str()) != 0) {
@@ -965,6 +983,7 @@ absl::Status ImageStore::Tag(const Digest& digest, std::string_view tag, std::st
     return NotFound(
         fmt::format("tag {}: image {} is not in the image store", normal, digest.str()));
   }
+  RETURN_IF_ERROR(CheckTagCount(index, owner, {normal}));
   SetTag(index, digest, owner, normal);
   return SaveIndex(p, index);
 }

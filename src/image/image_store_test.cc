@@ -517,6 +517,24 @@ TEST_F(ImageStoreTest, AnImageBeyondItsOwnersQuotaIsRefusedWhenCommitted) {
   EXPECT_EQ(store_->List(alice)->size(), 2u);
 }
 
+// The index every owner shares stays bounded: one owner's tags are limited (4096), so a key
+// cannot grow it until no owner can load it.
+TEST_F(ImageStoreTest, AnOwnersTagsAreLimited) {
+  std::vector<std::string> many;
+  for (int i = 0; i <= 4096; ++i) many.push_back(fmt::format("t/{}:1", i));
+  absl::StatusOr<std::vector<ImageInfo>> got = store_->Import(
+      WriteLayoutDir(testing::OciLayout(TwoLayers())), {.tags = many, .owner = "ak-000000000001"});
+  ASSERT_EQ(got.status().code(), absl::StatusCode::kResourceExhausted) << got.status();
+  EXPECT_NE(got.status().message().find("too many tags"), std::string::npos);
+  EXPECT_TRUE(store_->List("ak-000000000001")->empty());
+  many.pop_back();
+  many.pop_back();  // 4095 with the layout's own tag
+  EXPECT_TRUE(store_
+                  ->Import(WriteLayoutDir(testing::OciLayout(TwoLayers()), "again"),
+                           {.tags = many, .owner = "ak-000000000001"})
+                  .ok());
+}
+
 // Each holder sees its own import time, never another's: Bob's re-import of Alice's image does
 // not tell him when she imported it.
 TEST_F(ImageStoreTest, EachHolderSeesItsOwnImportTime) {

@@ -90,7 +90,8 @@ class EgressProxy::Impl {
   }
 
   absl::StatusOr<std::shared_ptr<SandboxState>> GetOrCreate(const SandboxId& id, Policy policy,
-                                                            bool* created) {
+                                                            bool* created,
+                                                            std::string proxy_authorization = {}) {
     std::lock_guard lock(mu_);
     auto it = sandboxes_.find(id);
     if (it != sandboxes_.end()) {
@@ -101,6 +102,7 @@ class EgressProxy::Impl {
     sandbox->id = id;
     sandbox->config = &config_;
     sandbox->policy_ = std::make_shared<const Policy>(std::move(policy));
+    sandbox->proxy_authorization = std::move(proxy_authorization);  // before anyone sees it
     sandboxes_.emplace(id, sandbox);
     *created = true;
     return sandbox;
@@ -311,11 +313,11 @@ absl::StatusOr<uint16_t> EgressProxy::AddSandboxTcp(const SandboxId& sandbox, Po
                                  : asio::ip::address(asio::ip::make_address_v6(ip->ToString())),
                              static_cast<uint16_t>(port));
   bool created = false;
-  ASSIGN_OR_RETURN(std::shared_ptr<SandboxState> state,
-                   impl_->GetOrCreate(sandbox, std::move(policy), &created));
-  if (created) {
-    state->proxy_authorization = std::move(proxy_authorization);  // no session exists yet
-  } else if (state->proxy_authorization != proxy_authorization) {
+  const std::string wanted = proxy_authorization;
+  ASSIGN_OR_RETURN(
+      std::shared_ptr<SandboxState> state,
+      impl_->GetOrCreate(sandbox, std::move(policy), &created, std::move(proxy_authorization)));
+  if (!created && state->proxy_authorization != wanted) {
     return FailedPrecondition(
         fmt::format("{}: the sandbox is served with another proxy authorization", context));
   }
