@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -548,7 +549,8 @@ class ImportJob {
 ImageLease::ImageLease(ImageLease&& other) noexcept
     : store_(std::exchange(other.store_, nullptr)),
       digest_(std::move(other.digest_)),
-      rootfs_(std::move(other.rootfs_)) {}
+      rootfs_(std::move(other.rootfs_)),
+      lock_(std::move(other.lock_)) {}
 
 ImageLease& ImageLease::operator=(ImageLease&& other) noexcept {
   if (this != &other) {
@@ -556,6 +558,7 @@ ImageLease& ImageLease::operator=(ImageLease&& other) noexcept {
     store_ = std::exchange(other.store_, nullptr);
     digest_ = std::move(other.digest_);
     rootfs_ = std::move(other.rootfs_);
+    lock_ = std::move(other.lock_);
   }
   return *this;
 }
@@ -564,6 +567,7 @@ ImageLease::~ImageLease() { Release(); }
 
 void ImageLease::Release() {
   if (store_ != nullptr) std::exchange(store_, nullptr)->ReleaseLease(digest_);
+  lock_.Reset();
 }
 
 namespace {
@@ -577,6 +581,8 @@ struct StorePaths {
   std::string Roots() const { return dir + "/roots"; }
   std::string Root(const Digest& d) const { return fmt::format("{}/{}", Roots(), d.hex()); }
   std::string Lock(const Digest& d) const { return fmt::format("{}/locks/{}", dir, d.hex()); }
+  std::string Leases() const { return dir + "/leases"; }
+  std::string Lease(const Digest& d) const { return fmt::format("{}/{}", Leases(), d.hex()); }
   std::string Tmp() const { return dir + "/tmp"; }
 };
 
@@ -717,7 +723,8 @@ void PruneTags(Record& r) {
 absl::StatusOr<std::unique_ptr<ImageStore>> ImageStore::Open(ImageStoreOptions options) {
   if (options.dir.empty()) return InvalidArgument("image store: no directory");
   StorePaths p{options.dir};
-  for (const std::string& d : {p.dir, p.Blobs(), p.Roots(), p.dir + "/locks", p.Tmp()}) {
+  for (const std::string& d :
+       {p.dir, p.Blobs(), p.Roots(), p.dir + "/locks", p.Leases(), p.Tmp()}) {
     RETURN_IF_ERROR(MakeDirs(d, 0700), "image store");
   }
   // The store holds other users' image files: only its owner may enter it.
@@ -1063,6 +1070,12 @@ absl::Status ImageStore::Remove(std::string_view reference, std::string_view own
       if (auto l = leases_.find(digest); l != leases_.end() && l->second > 0) {
         return error(FailedPrecondition(fmt::format("it is in use by {} sandbox(es)", l->second)));
       }
+      // Leases of other processes (a daemon, while this is `airlockd admin remove-image`).
+      UniqueFd lease(::open(p.Lease(digest).c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
+      if (lease && ::flock(lease.get(), LOCK_EX | LOCK_NB) != 0) {
+        return error(FailedPrecondition("it is in use by a sandbox of another process"));
+      }
+      if (lease) ::unlink(p.Lease(digest).c_str());
       Record gone = std::move(it->second);
       index.erase(it);
       RETURN_IF_ERROR(SaveIndex(p, index), fmt::format("remove image {}", digest.str()));
@@ -1093,9 +1106,15 @@ absl::StatusOr<ImageLease> ImageStore::Acquire(const Digest& digest) {
   if (!index.contains(digest) || !Exists(p.Root(digest))) {
     return NotFound(fmt::format("image {} is not in the image store", digest.str()));
   }
+  // Taken under the index lock, as Remove checks it: no removal falls between.
+  UniqueFd held(::open(p.Lease(digest).c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!held) return ErrnoStatus(errno, fmt::format("open the lease file of {}", digest.str()));
+  if (::flock(held.get(), LOCK_SH) != 0) {
+    return ErrnoStatus(errno, fmt::format("lock the lease file of {}", digest.str()));
+  }
   std::lock_guard<std::mutex> guard(mu_);
   ++leases_[digest];
-  return ImageLease(this, digest, p.Root(digest));
+  return ImageLease(this, digest, p.Root(digest), std::move(held));
 }
 
 int ImageStore::Leases(const Digest& digest) const {

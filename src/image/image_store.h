@@ -25,6 +25,7 @@
 //   roots/<hex>          unpacked root file systems, by manifest digest
 //   index.json           images (config, layers, owners, tags per owner, sizes, import time)
 //   locks/, tmp/         per-image import locks; imports in progress
+//   leases/<hex>         shared flocks of the leases on an image (every process sees them)
 //
 // Images have owners. An API key's imports are its own: its tags name images only for it, and
 // another key neither sees nor removes them. The node's images (owner kNodeImages, imported by
@@ -33,8 +34,9 @@
 // owner: an owner's own tag wins over a node tag of the same name.
 //
 // Thread-safe; several processes may share a store directory (index updates and imports take
-// file locks), but leases are known only to the ImageStore object that gave them: one daemon
-// owns a store, and other processes pass `in_use` to tell Remove about their own users.
+// file locks). A lease is a shared lock on a file of its image (leases/<hex>), so Remove in any
+// process sees the leases of all of them; `in_use` tells Remove about users no lease covers
+// (sandboxes a restarted daemon re-adopted).
 #ifndef AIRLOCK_IMAGE_IMAGE_STORE_H_
 #define AIRLOCK_IMAGE_IMAGE_STORE_H_
 
@@ -53,6 +55,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/unique_fd.h"
 #include "image/digest.h"
 
 namespace airlock::image {
@@ -156,11 +159,15 @@ class ImageLease {
 
  private:
   friend class ImageStore;
-  ImageLease(ImageStore* store, Digest digest, std::string rootfs)
-      : store_(store), digest_(std::move(digest)), rootfs_(std::move(rootfs)) {}
+  ImageLease(ImageStore* store, Digest digest, std::string rootfs, UniqueFd lock)
+      : store_(store),
+        digest_(std::move(digest)),
+        rootfs_(std::move(rootfs)),
+        lock_(std::move(lock)) {}
   ImageStore* store_ = nullptr;
   Digest digest_;
   std::string rootfs_;
+  UniqueFd lock_;  // a shared flock on leases/<hex>, seen by Remove in every process
 };
 
 class ImageStore {

@@ -600,6 +600,25 @@ TEST_F(ImageStoreTest, RemoveWaitsForLeasesAndKeepsSharedBlobs) {
   EXPECT_EQ(*ReadFile(Rootfs(b) + "/second"), "2");
 }
 
+// Two processes on one store (the daemon, and `airlockd admin remove-image`), here two store
+// objects: a lease taken by one (a sandbox being created) holds the image against a removal by
+// the other; once released, the removal goes through.
+TEST_F(ImageStoreTest, ALeaseHoldsTheImageAgainstRemovalByAnotherProcess) {
+  ImageInfo a = ImportOne(WriteLayoutDir(testing::OciLayout(TwoLayers())));
+  std::unique_ptr<ImageStore> other = OpenStore();
+  ASSERT_NE(other, nullptr);
+  absl::StatusOr<ImageLease> lease = store_->Acquire(a.digest);
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  absl::Status refused = other->Remove(a.digest.str());
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_NE(refused.message().find("another process"), std::string::npos) << refused;
+  EXPECT_EQ(access(Rootfs(a).c_str(), F_OK), 0);
+  lease->Release();
+  EXPECT_TRUE(other->Remove(a.digest.str()).ok());
+  EXPECT_NE(access(Rootfs(a).c_str(), F_OK), 0);
+  EXPECT_TRUE(Entries(base_ + "/store/leases").empty()) << "the lease file stayed";
+}
+
 TEST_F(ImageStoreTest, RemoveAsksTheOwnersInUseHook) {
   ImageInfo a = ImportOne(WriteLayoutDir(testing::OciLayout(TwoLayers())));
   bool busy = true;
