@@ -120,16 +120,6 @@ absl::Status ImportError(const absl::Status& s) {
   return out;
 }
 
-// The bytes of the images `owner` holds (node images it did not import do not count).
-absl::StatusOr<int64_t> HeldBytes(const image::ImageStore& images, std::string_view owner) {
-  ASSIGN_OR_RETURN(std::vector<image::ImageInfo> list, images.List(owner));
-  int64_t bytes = 0;
-  for (const image::ImageInfo& i : list) {
-    if (i.held) bytes += i.unpacked_bytes + i.blob_bytes;
-  }
-  return bytes;
-}
-
 // Imports `path` for `options.owner` within its quota (0: none). A key at its quota is refused
 // before anything is unpacked; the store checks each image against the quota when it commits it
 // (ImportOptions::max_owner_bytes), so a refused image leaves the key's images and tags as they
@@ -139,7 +129,7 @@ absl::StatusOr<std::vector<image::ImageInfo>> ImportWithinQuota(image::ImageStor
                                                                 const std::string& path,
                                                                 image::ImportOptions options) {
   if (quota > 0) {
-    ASSIGN_OR_RETURN(int64_t used, HeldBytes(images, options.owner));
+    ASSIGN_OR_RETURN(int64_t used, images.HeldBytes(options.owner));
     if (used >= quota) {
       return ResourceExhausted(fmt::format(
           "image quota: this key's images take {} bytes, its limit is {} bytes", used, quota));

@@ -61,7 +61,6 @@ struct Record {
   int64_t blob_bytes = 0;
   int64_t entries = 0;
   int64_t skipped = 0;
-  int64_t imported = 0;  // unix seconds, the first import (each owner's own is in `owners`)
 };
 using Index = std::map<Digest, Record>;
 
@@ -121,7 +120,6 @@ absl::StatusOr<Index> ParseIndexFile(std::string_view text) {
     r.blob_bytes = integer(v, "blob_bytes");
     r.entries = integer(v, "entries");
     r.skipped = integer(v, "skipped_entries");
-    r.imported = integer(v, "imported");
     index.emplace(std::move(d), std::move(r));
   }
   return index;
@@ -143,8 +141,7 @@ std::string FormatIndex(const Index& index) {
                        {"unpacked_bytes", r.unpacked_bytes},
                        {"blob_bytes", r.blob_bytes},
                        {"entries", r.entries},
-                       {"skipped_entries", r.skipped},
-                       {"imported", r.imported}};
+                       {"skipped_entries", r.skipped}};
   }
   return Json{{"version", 2}, {"images", images}}.dump(2) + "\n";
 }
@@ -616,6 +613,12 @@ bool Visible(const Record& r, std::string_view owner) {
   return r.owners.contains(owner) || r.owners.contains(kNodeImages);
 }
 
+// Whether the index has image `d` and `owner` sees it.
+bool Sees(const Index& index, const Digest& d, std::string_view owner) {
+  auto it = index.find(d);
+  return it != index.end() && Visible(it->second, owner);
+}
+
 const std::vector<std::string>& TagsOf(const Record& r, std::string_view owner) {
   static const std::vector<std::string> kNone;
   auto it = r.tags.find(std::string(owner));
@@ -657,10 +660,9 @@ absl::StatusOr<ImageInfo> MakeInfo(const StorePaths& p, const Index& index, cons
   info.config_digest = r.config;
   info.layers = r.layers;
   info.tags = ViewTags(index, d, owner);
-  info.held = r.owners.contains(owner);
   info.node = r.owners.contains(kNodeImages);
   // The viewer's own import, else the node's: never when another owner imported it.
-  auto when = r.owners.find(info.held ? owner : kNodeImages);
+  auto when = r.owners.find(r.owners.contains(owner) ? owner : kNodeImages);
   info.unpacked_bytes = r.unpacked_bytes;
   info.blob_bytes = r.blob_bytes;
   info.entries = r.entries;
@@ -678,7 +680,9 @@ absl::StatusOr<ImageInfo> MakeInfo(const StorePaths& p, const Index& index, cons
 // Points `owner`'s `tag` at `d`, moving it from any other image; other owners' tags stay.
 void SetTag(Index& index, const Digest& d, std::string_view owner, const std::string& tag) {
   for (auto& [other, r] : index) {
-    if (other != d) std::erase(r.tags[std::string(owner)], tag);
+    if (auto t = r.tags.find(std::string(owner)); other != d && t != r.tags.end()) {
+      std::erase(t->second, tag);
+    }
   }
   std::vector<std::string>& tags = index[d].tags[std::string(owner)];
   if (std::find(tags.begin(), tags.end(), tag) == tags.end()) {
@@ -912,7 +916,6 @@ absl::StatusOr<std::vector<ImageInfo>> ImageStore::Import(const std::string& pat
           fresh.config = plan.config.digest;
           for (const Blob& b : plan.layers) fresh.layers.push_back(b.digest);
           for (const Blob& b : blobs) fresh.blob_bytes += b.size;
-          fresh.imported = ::time(nullptr);
           it = index.emplace(plan.digest, std::move(fresh)).first;
         } else if (!present) {
           it->second.unpacked_bytes = fresh.unpacked_bytes;
@@ -944,8 +947,7 @@ absl::StatusOr<Digest> ImageStore::Resolve(std::string_view reference,
   // Another owner's image is absent as far as `owner` can tell: the same NotFound as for a
   // digest nobody imported, so its existence does not show.
   if (!ref.digest.empty()) {
-    auto it = index.find(ref.digest);
-    if (it == index.end() || !Visible(it->second, owner)) {
+    if (!Sees(index, ref.digest, owner)) {
       return NotFound(fmt::format("image {} is not in the image store", ref.digest.str()));
     }
     return ref.digest;
@@ -958,8 +960,7 @@ absl::StatusOr<ImageInfo> ImageStore::Get(const Digest& digest, std::string_view
   StorePaths p{options_.dir};
   ASSIGN_OR_RETURN(FileLock lock, FileLock::Acquire(p.IndexLock(), FileLock::Mode::kShared));
   ASSIGN_OR_RETURN(Index index, LoadIndex(p));
-  auto it = index.find(digest);
-  if (it == index.end() || !Visible(it->second, owner)) {
+  if (!Sees(index, digest, owner)) {
     return NotFound(fmt::format("image {} is not in the image store", digest.str()));
   }
   return MakeInfo(p, index, digest, owner, options_.limits.max_json_bytes);
@@ -985,8 +986,7 @@ absl::Status ImageStore::Tag(const Digest& digest, std::string_view tag, std::st
   StorePaths p{options_.dir};
   ASSIGN_OR_RETURN(FileLock lock, FileLock::Acquire(p.IndexLock(), FileLock::Mode::kExclusive));
   ASSIGN_OR_RETURN(Index index, LoadIndex(p));
-  auto it = index.find(digest);
-  if (it == index.end() || !Visible(it->second, owner)) {
+  if (!Sees(index, digest, owner)) {
     return NotFound(
         fmt::format("tag {}: image {} is not in the image store", normal, digest.str()));
   }
@@ -1020,11 +1020,8 @@ absl::Status ImageStore::Remove(std::string_view reference, std::string_view own
   // The owner's hold goes first, with its tags on the image; the image itself only with its last
   // holder. Returns whether the owner is the last holder (nothing changed then).
   auto drop_hold = [&](Index& index) -> absl::StatusOr<bool> {
-    auto it = index.find(digest);
-    if (it == index.end() || !Visible(it->second, owner)) {
-      return NotFound("it is not in the image store");
-    }
-    Record& r = it->second;
+    if (!Sees(index, digest, owner)) return NotFound("it is not in the image store");
+    Record& r = index.at(digest);
     if (!r.owners.contains(owner)) {
       return PermissionDenied(
           "it is one of the node's images, which only the node's operator removes (airlockd "
@@ -1115,6 +1112,13 @@ absl::StatusOr<ImageLease> ImageStore::Acquire(const Digest& digest) {
   std::lock_guard<std::mutex> guard(mu_);
   ++leases_[digest];
   return ImageLease(this, digest, p.Root(digest), std::move(held));
+}
+
+absl::StatusOr<int64_t> ImageStore::HeldBytes(std::string_view owner) const {
+  StorePaths p{options_.dir};
+  ASSIGN_OR_RETURN(FileLock lock, FileLock::Acquire(p.IndexLock(), FileLock::Mode::kShared));
+  ASSIGN_OR_RETURN(Index index, LoadIndex(p));
+  return OwnerBytes(index, owner);
 }
 
 int ImageStore::Leases(const Digest& digest) const {

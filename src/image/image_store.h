@@ -81,7 +81,6 @@ struct ImageInfo {
   Digest config_digest;
   std::vector<Digest> layers;
   std::vector<std::string> tags;  // normalized "name:tag", sorted
-  bool held = false;              // the owner asking holds it (imported it)
   bool node = false;              // one of the node's images
   ImageConfig config;
   int64_t unpacked_bytes = 0;   // regular file data in the root file system
@@ -206,6 +205,11 @@ class ImageStore {
   // last holder, while a lease is held or `in_use` says any sandbox does. PermissionDenied for a
   // node image asked by another owner.
   absl::Status Remove(std::string_view reference, std::string_view owner = kNodeImages);
+
+  // The bytes the owner's images take (ImageInfo unpacked_bytes + blob_bytes over the images it
+  // holds; the node's images it sees but did not import do not count), as ImportOptions::
+  // max_owner_bytes counts them.
+  absl::StatusOr<int64_t> HeldBytes(std::string_view owner) const;
 
   // Marks the image in use and returns its root file system. NotFound when it is not stored.
   absl::StatusOr<ImageLease> Acquire(const Digest& digest);

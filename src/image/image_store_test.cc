@@ -497,6 +497,8 @@ TEST_F(ImageStoreTest, AnImageBeyondItsOwnersQuotaIsRefusedWhenCommitted) {
   ImageInfo first = ImportOne(WriteLayoutDir(testing::OciLayout(TwoLayers()), "a"),
                               {.tags = {"keep:1"}, .owner = alice});
   const int64_t size = first.unpacked_bytes + first.blob_bytes;
+  EXPECT_EQ(*store_->HeldBytes(alice), size);
+  EXPECT_EQ(*store_->HeldBytes("ak-000000000002"), 0);
   Image other = TwoLayers();
   other.env = {"OTHER=1"};
   other.tags = {};
@@ -515,6 +517,9 @@ TEST_F(ImageStoreTest, AnImageBeyondItsOwnersQuotaIsRefusedWhenCommitted) {
       << "a re-import of a held image adds nothing";
   EXPECT_TRUE(store_->Import(other_dir, {.owner = alice, .max_owner_bytes = 3 * size}).ok());
   EXPECT_EQ(store_->List(alice)->size(), 2u);
+  absl::StatusOr<std::vector<ImageInfo>> held = store_->List(alice);
+  EXPECT_EQ(*store_->HeldBytes(alice), (*held)[0].unpacked_bytes + (*held)[0].blob_bytes +
+                                           (*held)[1].unpacked_bytes + (*held)[1].blob_bytes);
 }
 
 // The index every owner shares stays bounded: one owner's tags are limited (4096), so a key
