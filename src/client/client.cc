@@ -14,6 +14,7 @@
 #include "fmt/format.h"
 #include "http/client.h"
 #include "http/server.h"
+#include "spec/sandbox_spec.h"
 
 namespace airlock::client {
 
@@ -527,8 +528,9 @@ absl::StatusOr<json> Client::DeleteInterpreter(std::string_view session) {
 absl::StatusOr<CommandResult> Client::Exec(std::string_view id, const ExecRequest& request) {
   json body = ExecBody(request);
   // The answer comes when the command ends: as late as its timeout (else the longest one a spec
-  // allows, seven days), plus a minute for the server's own work.
-  const std::chrono::seconds runs_for(request.timeout_seconds.value_or(7 * 24 * 3600));
+  // allows), plus a minute for the server's own work.
+  const std::chrono::seconds runs_for(
+      request.timeout_seconds.value_or(spec::kMaxCommandTimeoutSeconds));
   ASSIGN_OR_RETURN(json j, Call(static_cast<int>(bhttp::verb::post), SandboxPath(id) + "/exec",
                                 &body, runs_for + std::chrono::minutes(1)));
   return ResultFrom(j);

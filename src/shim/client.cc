@@ -116,12 +116,8 @@ ShimConnections::ShimConnections(size_t max_idle_per_shim, size_t max_idle)
       max_idle_(max_idle),
       interrupt_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
 
-bool ShimConnections::interrupted() const {
-  struct pollfd p = {interrupt_.get(), POLLIN, 0};
-  return interrupt_ && ::poll(&p, 1, 0) > 0;
-}
-
 void ShimConnections::Interrupt() {
+  interrupted_.store(true, std::memory_order_release);
   uint64_t one = 1;
   if (interrupt_ && ::write(interrupt_.get(), &one, sizeof(one)) < 0) {
     // EAGAIN only: the counter is already far from zero, readable as it should be.

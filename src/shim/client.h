@@ -4,6 +4,7 @@
 #ifndef AIRLOCK_SHIM_CLIENT_H_
 #define AIRLOCK_SHIM_CLIENT_H_
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -42,12 +43,13 @@ class ShimConnections {
   // Stream calls already sent (an exec run to its end, an attach, a download) end with Aborted.
   // Short Calls already sent wait for their answer, so what they did is known.
   void Interrupt();
-  bool interrupted() const;
+  bool interrupted() const { return interrupted_.load(std::memory_order_acquire); }
   int interrupt_fd() const { return interrupt_.get(); }
 
  private:
   const size_t max_idle_per_shim_, max_idle_;
-  UniqueFd interrupt_;  // an eventfd, readable once Interrupt ran
+  UniqueFd interrupt_;  // an eventfd, readable once Interrupt ran: wakes the waits in poll
+  std::atomic<bool> interrupted_{false};  // the same, for the check before each call
   mutable std::mutex mu_;
   size_t idle_count_ = 0;
   std::map<std::string, std::vector<UniqueFd>> idle_;

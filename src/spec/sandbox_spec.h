@@ -18,6 +18,9 @@
 
 namespace airlock::spec {
 
+// The longest command timeout (and CPU time) a spec may give: seven days.
+inline constexpr int64_t kMaxCommandTimeoutSeconds = 7 * 24 * 3600;
+
 // Isolation levels (DESIGN.md). Derived from a risk class, never from a prompt.
 enum class Level : int {
   kInterp = 0,    // QuickJS in WebAssembly, in-process
@@ -121,13 +124,13 @@ struct Process {
 };
 
 struct Resources {
-  double cpu = 1.0;         // CPU cores (cgroup quota)
-  int64_t memory_mb = 512;  // memory incl. swap
-  int64_t disk_mb = 1024;   // largest file a command may write (RLIMIT_FSIZE)
-  int64_t command_timeout_seconds = 300;
-  int64_t run_timeout_seconds = 3600;  // whole sandbox lifetime
-  int64_t cpu_time_seconds = 0;        // CPU time of one command's tree; 0 = unlimited
-  int64_t max_log_bytes = 32LL << 20;  // kept output per command (stdout + stderr)
+  double cpu = 1.0;                       // CPU cores (cgroup quota)
+  int64_t memory_mb = 512;                // memory incl. swap
+  int64_t disk_mb = 1024;                 // largest file a command may write (RLIMIT_FSIZE)
+  int64_t command_timeout_seconds = 300;  // at most kMaxCommandTimeoutSeconds
+  int64_t run_timeout_seconds = 3600;     // whole sandbox lifetime
+  int64_t cpu_time_seconds = 0;           // CPU time of one command's tree; 0 = unlimited
+  int64_t max_log_bytes = 32LL << 20;     // kept output per command (stdout + stderr)
   OutputLimitAction output_limit_action = OutputLimitAction::kTruncate;
 
   friend bool operator==(const Resources&, const Resources&) = default;

@@ -30,7 +30,6 @@ constexpr int64_t kMaxPids = 4'194'304;  // PID_MAX_LIMIT
 constexpr int64_t kMinOpenFiles = 16;
 constexpr int64_t kMaxOpenFiles = 1'048'576;  // the kernel's default nr_open
 constexpr int64_t kMaxStackMb = 1024;
-constexpr int64_t kMaxCommandTimeout = 7 * 24 * 3600;
 constexpr int64_t kMaxRunTimeout = 30 * 24 * 3600;
 constexpr int64_t kMinLogBytes = 4096;
 constexpr int64_t kMaxLogBytes = int64_t{1} << 30;
@@ -641,13 +640,14 @@ class Checker {
     }
     Positive("resources.memoryMb", r.memory_mb, kMaxSizeMb);
     Positive("resources.diskMb", r.disk_mb, kMaxSizeMb);
-    Positive("resources.commandTimeoutSeconds", r.command_timeout_seconds, kMaxCommandTimeout);
+    Positive("resources.commandTimeoutSeconds", r.command_timeout_seconds,
+             kMaxCommandTimeoutSeconds);
     Positive("resources.runTimeoutSeconds", r.run_timeout_seconds, kMaxRunTimeout);
     if (r.command_timeout_seconds > r.run_timeout_seconds && r.run_timeout_seconds > 0) {
       Add("resources.commandTimeoutSeconds",
           fmt::format("must not exceed resources.runTimeoutSeconds ({})", r.run_timeout_seconds));
     }
-    InRange("resources.cpuTimeSeconds", r.cpu_time_seconds, 0, kMaxCommandTimeout);
+    InRange("resources.cpuTimeSeconds", r.cpu_time_seconds, 0, kMaxCommandTimeoutSeconds);
     InRange("resources.maxLogBytes", r.max_log_bytes, kMinLogBytes, kMaxLogBytes);
   }
 
