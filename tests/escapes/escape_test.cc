@@ -293,6 +293,12 @@ TEST_P(EscapeTest, DangerousSocketFamiliesAreDenied) {
   EXPECT_EQ(Probe("socket-netlink-audit"), "socket-netlink-audit: EPERM");
   EXPECT_EQ(Probe("socket-netlink-route"), "socket-netlink-route: ok");
   EXPECT_EQ(Probe("socket-inet"), "socket-inet: ok");
+  // socketpair is the other way into a family's code: AF_TIPC makes working pairs where the
+  // module loads, and AF_VSOCK runs its socket code before it answers EOPNOTSUPP. The filter
+  // answers both before any family code runs.
+  EXPECT_EQ(Probe("socketpair-tipc"), "socketpair-tipc: EAFNOSUPPORT");
+  EXPECT_EQ(Probe("socketpair-vsock"), "socketpair-vsock: EAFNOSUPPORT");
+  EXPECT_EQ(Probe("socketpair-unix"), "socketpair-unix: ok");
 }
 
 TEST_P(EscapeTest, TerminalInjectionIsDenied) {

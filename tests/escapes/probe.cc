@@ -373,7 +373,11 @@ int main(int argc, char** argv) {
     err = Result(socket(AF_NETLINK, SOCK_RAW, 0));
   else if (a == "socket-inet")
     err = Result(socket(AF_INET, SOCK_STREAM, 0));
-  else if (a == "tiocsti")
+  else if (a == "socketpair-tipc" || a == "socketpair-vsock" || a == "socketpair-unix") {
+    int sv[2];
+    int family = a == "socketpair-tipc" ? AF_TIPC : a == "socketpair-vsock" ? AF_VSOCK : AF_UNIX;
+    err = Result(socketpair(family, a == "socketpair-unix" ? SOCK_STREAM : SOCK_SEQPACKET, 0, sv));
+  } else if (a == "tiocsti")
     err = Tiocsti(TIOCSTI);
   else if (a == "tiocsti-high-bits")
     err = Tiocsti(0x100000000UL | TIOCSTI);

@@ -278,8 +278,7 @@ constexpr const char* kAllowed[] = {
     "landlock_create_ruleset",
     "landlock_add_rule",
     "landlock_restrict_self",
-    // sockets (socket itself is filtered by family below)
-    "socketpair",
+    // sockets (socket and socketpair are filtered by family below)
     "bind",
     "listen",
     "accept",
@@ -509,8 +508,9 @@ const std::vector<std::string>& AlwaysDeniedSyscalls() {
 namespace {
 // Allowed or refused by their arguments, by the rules at the end of Build.
 constexpr const char* kFiltered[] = {
-    "ioctl", "clone", "unshare", "seccomp",  "personality", "socket", "open",    "openat",
-    "creat", "chmod", "fchmod",  "fchmodat", "fchmodat2",   "mknod",  "mknodat", "prlimit64"};
+    "ioctl",     "clone",  "unshare", "seccomp",   "personality", "socket",
+    "open",      "openat", "creat",   "chmod",     "fchmod",      "fchmodat",
+    "fchmodat2", "mknod",  "mknodat", "prlimit64", "socketpair"};
 
 absl::StatusOr<std::string> Build(const std::vector<std::string>& widened, Listeners listeners);
 }  // namespace
@@ -615,6 +615,10 @@ absl::StatusOr<std::string> Build(const std::vector<std::string>& widened, Liste
     }
     b.Add(SCMP_ACT_ERRNO(EAFNOSUPPORT), "socket", {SCMP_A0_32(SCMP_CMP_EQ, family)});
   }
+  // socketpair reaches a family's socket code (and module autoloading) before it fails, and
+  // AF_TIPC makes working pairs: unix pairs only.
+  b.Add(SCMP_ACT_ALLOW, "socketpair", {SCMP_A0_32(SCMP_CMP_EQ, AF_UNIX)});
+  b.Add(SCMP_ACT_ERRNO(EAFNOSUPPORT), "socketpair", {SCMP_A0_32(SCMP_CMP_NE, AF_UNIX)});
   RETURN_IF_ERROR(b.status());
 
   UniqueFd mem(memfd_create("airlock-seccomp", MFD_CLOEXEC));
