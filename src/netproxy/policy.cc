@@ -10,9 +10,11 @@
 namespace airlock::netproxy {
 namespace {
 
-DeniedRange Range(std::string_view text, std::string_view what, bool metadata = false) {
+enum class Kind { kMetadata, kPrivateUse, kOther };
+
+DeniedRange Range(std::string_view text, std::string_view what, Kind kind = Kind::kOther) {
   absl::StatusOr<Cidr> cidr = Cidr::Parse(text);
-  return DeniedRange{*cidr, text, what, metadata};
+  return DeniedRange{*cidr, text, what, kind == Kind::kMetadata, kind == Kind::kPrivateUse};
 }
 
 std::string Upper(std::string_view s) {
@@ -93,14 +95,15 @@ std::string_view ProfileName(spec::NetworkProfile profile) { return spec::ToStri
 const std::vector<DeniedRange>& AlwaysDeniedRanges() {
   // Metadata first so that its rule name wins; the fc00::/7 entry would cover fd00:ec2::254 too.
   static const std::vector<DeniedRange> kRanges = {
-      Range("169.254.0.0/16", "metadata", true),
-      Range("fd00:ec2::254/128", "metadata", true),
+      Range("169.254.0.0/16", "metadata", Kind::kMetadata),
+      Range("fd00:ec2::254/128", "metadata", Kind::kMetadata),
+      Range("100.100.100.200/32", "metadata", Kind::kMetadata),
       Range("0.0.0.0/8", "this-network"),
-      Range("10.0.0.0/8", "private"),
-      Range("100.64.0.0/10", "shared-address-space"),
+      Range("10.0.0.0/8", "private", Kind::kPrivateUse),
+      Range("100.64.0.0/10", "shared-address-space", Kind::kPrivateUse),
       Range("127.0.0.0/8", "loopback"),
-      Range("172.16.0.0/12", "private"),
-      Range("192.168.0.0/16", "private"),
+      Range("172.16.0.0/12", "private", Kind::kPrivateUse),
+      Range("192.168.0.0/16", "private", Kind::kPrivateUse),
       Range("224.0.0.0/4", "multicast"),
       Range("240.0.0.0/4", "reserved"),
       Range("192.0.0.0/24", "ietf-protocol-assignments"),
@@ -112,7 +115,7 @@ const std::vector<DeniedRange>& AlwaysDeniedRanges() {
       Range("64:ff9b:1::/48", "local-nat64"),
       Range("100::/64", "discard-only"),
       Range("2001::/32", "teredo"),
-      Range("fc00::/7", "unique-local"),
+      Range("fc00::/7", "unique-local", Kind::kPrivateUse),
       Range("fec0::/10", "site-local"),
       Range("fe80::/10", "link-local"),
       Range("ff00::/8", "multicast"),
@@ -254,17 +257,22 @@ Decision Policy::CheckAddress(const HostName& host, uint16_t port, const IpAddre
   }
   bool host_opened = std::any_of(open_private_hosts_.begin(), open_private_hosts_.end(),
                                  [&](const HostPattern& p) { return p.Matches(host, port); });
-  auto opened = [&](const IpAddress& a) {
-    return host_opened || std::any_of(open_private_cidrs_.begin(), open_private_cidrs_.end(),
-                                      [&](const Cidr& c) { return c.Contains(a); });
+  // A name opens private-use space only; loopback, the node's own addresses and the other
+  // special ranges take an open CIDR naming them.
+  auto opened = [&](const IpAddress& a, bool by_name) {
+    return (by_name && host_opened) ||
+           std::any_of(open_private_cidrs_.begin(), open_private_cidrs_.end(),
+                       [&](const Cidr& c) { return c.Contains(a); });
   };
   for (const IpAddress& a : views) {
     for (const DeniedRange& r : AlwaysDeniedRanges()) {
       if (r.metadata || !r.cidr.Contains(a)) continue;
-      if (!opened(a)) return Decision::Block(fmt::format("always-denied:{} ({})", r.text, r.what));
+      if (!opened(a, r.private_use)) {
+        return Decision::Block(fmt::format("always-denied:{} ({})", r.text, r.what));
+      }
     }
   }
-  if (node_local && !opened(address)) return Decision::Block("always-denied:node-local");
+  if (node_local && !opened(address, false)) return Decision::Block("always-denied:node-local");
   return Decision::Allow();
 }
 

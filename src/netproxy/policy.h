@@ -32,7 +32,8 @@ namespace airlock::netproxy {
 // (169.254.0.0/16, fd00:ec2::254) can never be opened: Compile rejects an entry that overlaps
 // them, and the address check refuses them before it looks at this policy at all.
 struct OperatorPolicy {
-  // Host patterns (HostPattern syntax) whose names may resolve to private addresses.
+  // Host patterns (HostPattern syntax) whose names may resolve to private-use addresses
+  // (DeniedRange::private_use); not to loopback, the node's own addresses or other special ranges.
   std::vector<std::string> open_private_hosts;
   // Private ranges that any host the profile allows may reach ("10.20.0.0/16", "100.64.0.5").
   std::vector<std::string> open_private_cidrs;
@@ -59,6 +60,11 @@ struct DeniedRange {
   std::string_view text;  // "169.254.0.0/16"
   std::string_view what;  // "metadata", "private", "loopback", ...
   bool metadata = false;  // never opened by an OperatorPolicy
+  // Private-use space (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7), where internal
+  // registries live: an open_private_hosts name may reach it. Every other range (loopback,
+  // this-network, multicast, link-local, ...) and the node's own addresses only an
+  // open_private_cidrs entry opens.
+  bool private_use = false;
 };
 
 // The ranges no sandbox may reach, in every profile (docs/network.md lists them).
@@ -67,7 +73,7 @@ const std::vector<DeniedRange>& AlwaysDeniedRanges();
 // The hosts of repo-egress when the spec's allowHosts is empty; "@git-providers" in allowHosts
 // stands for this list.
 const std::vector<std::string>& DefaultGitProviderHosts();
-inline constexpr std::string_view kGitProvidersToken = "@git-providers";
+inline constexpr std::string_view kGitProvidersToken = spec::kGitProvidersToken;
 
 enum class RequestKind {
   kConnect,  // CONNECT host:port (a TLS tunnel the proxy cannot look into)

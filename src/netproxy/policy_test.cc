@@ -249,6 +249,38 @@ TEST(PolicyTest, OperatorPolicyCannotOpenMetadata) {
   EXPECT_FALSE(Addr(p, "64:ff9b::a9fe:a9fe", "x.internal").allowed);
 }
 
+// Attack: the operator opened *.corp.test for an internal registry; a sandbox asks for a name
+// under it that resolves to the node's loopback, its own address or another special range
+// (localhost.corp.test records are common). Expected: a name opens private-use space only;
+// everything else stays refused unless an open CIDR names it.
+TEST(PolicyTest, AnOpenedNameReachesPrivateUseSpaceOnly) {
+  OperatorPolicy op;
+  op.open_private_hosts = {"*.corp.test"};
+  Policy p = Compile(Net(NetworkProfile::kOpen), op);
+  HostName host = *NormalizeHost("localhost.corp.test");
+  auto check = [&](const char* address, bool node_local = false) {
+    return p.CheckAddress(host, 443, *IpAddress::Parse(address), node_local);
+  };
+  for (const char* address : {"10.1.2.3", "172.16.0.9", "192.168.1.1", "100.64.7.10", "fd12::1"}) {
+    EXPECT_TRUE(check(address).allowed) << address;
+  }
+  EXPECT_EQ(check("127.0.0.1").rule, "always-denied:127.0.0.0/8 (loopback)");
+  EXPECT_EQ(check("::1").rule, "always-denied:::1/128 (loopback)");
+  EXPECT_EQ(check("0.0.0.0").rule, "always-denied:0.0.0.0/8 (this-network)");
+  EXPECT_EQ(check("224.0.0.1").rule, "always-denied:224.0.0.0/4 (multicast)");
+  EXPECT_EQ(check("fe80::1").rule, "always-denied:fe80::/10 (link-local)");
+  // The node's own (private) address: only an open CIDR naming it opens it.
+  EXPECT_EQ(check("10.0.0.5", true).rule, "always-denied:node-local");
+  // Alibaba Cloud's metadata address sits in the shared address space; never opened.
+  EXPECT_EQ(check("100.100.100.200").rule, "always-denied:100.100.100.200/32 (metadata)");
+  op.open_private_cidrs = {"127.0.0.1/32", "10.0.0.5/32"};
+  Policy cidrs = Compile(Net(NetworkProfile::kOpen), op);
+  EXPECT_TRUE(cidrs.CheckAddress(host, 443, *IpAddress::Parse("127.0.0.1")).allowed);
+  EXPECT_TRUE(cidrs.CheckAddress(host, 443, *IpAddress::Parse("10.0.0.5"), true).allowed);
+  op.open_private_cidrs = {"100.100.0.0/16"};
+  EXPECT_FALSE(Policy::Compile(Net(NetworkProfile::kOpen), op).ok());
+}
+
 // The operator's file is checked where it is loaded: each bad file is refused with an error that
 // names the file and what is wrong in it, and a good one gives its entries.
 TEST(PolicyTest, OperatorPolicyFileIsCheckedWhenLoaded) {
