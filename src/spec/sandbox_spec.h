@@ -145,11 +145,15 @@ struct HttpRule {
   friend bool operator==(const HttpRule&, const HttpRule&) = default;
 };
 
+// In repo-egress's allowHosts: stands for the default git provider hosts (docs/network.md).
+inline constexpr std::string_view kGitProvidersToken = "@git-providers";
+
 struct Network {
   NetworkProfile profile = NetworkProfile::kNone;
-  std::vector<std::string> allow_hosts;  // "registry.npmjs.org:443", "*.pypi.org"
-  std::vector<HttpRule> http_rules;      // restricted-http only
-  std::vector<std::string> deny_cidrs;   // in addition to the always-denied ranges
+  // "registry.npmjs.org:443", "*.pypi.org"; dependency-egress, repo-egress, restricted-http
+  std::vector<std::string> allow_hosts;
+  std::vector<HttpRule> http_rules;     // restricted-http only
+  std::vector<std::string> deny_cidrs;  // in addition to the always-denied ranges
 
   friend bool operator==(const Network&, const Network&) = default;
 };

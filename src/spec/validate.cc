@@ -651,12 +651,19 @@ class Checker {
     InRange("resources.maxLogBytes", r.max_log_bytes, kMinLogBytes, kMaxLogBytes);
   }
 
-  void CheckHosts(const std::string& path, const std::vector<std::string>& hosts) {
+  // `git_providers`: the kGitProvidersToken entry is allowed (repo-egress).
+  void CheckHosts(const std::string& path, const std::vector<std::string>& hosts,
+                  bool git_providers) {
     if (!AtMost(path, hosts.size(), kMaxHosts)) return;
     std::map<std::string_view, size_t> seen;
     for (size_t i = 0; i < hosts.size(); ++i) {
       std::string item = IndexPath(path, i);
-      std::string problem = HostPatternProblem(hosts[i]);
+      std::string problem;
+      if (hosts[i] != kGitProvidersToken) {
+        problem = HostPatternProblem(hosts[i]);
+      } else if (!git_providers) {
+        problem = fmt::format("{} is only used with profile repo-egress", kGitProvidersToken);
+      }
       if (!problem.empty()) {
         Add(item, std::move(problem));
       } else if (auto [it, inserted] = seen.emplace(hosts[i], i); !inserted) {
@@ -678,13 +685,16 @@ class Checker {
           fmt::format("{} needs level 2 or above (levels 0 and 1 have no network)", profile));
     }
     bool uses_hosts = network.profile == NetworkProfile::kDependencyEgress ||
-                      network.profile == NetworkProfile::kRepoEgress;
+                      network.profile == NetworkProfile::kRepoEgress ||
+                      network.profile == NetworkProfile::kRestrictedHttp;
     if (!network.allow_hosts.empty() && !uses_hosts) {
       Add("network.allowHosts",
-          fmt::format("only used with profiles dependency-egress and repo-egress (profile is {})",
+          fmt::format("only used with profiles dependency-egress, repo-egress and "
+                      "restricted-http (profile is {})",
                       profile));
     } else {
-      CheckHosts("network.allowHosts", network.allow_hosts);
+      CheckHosts("network.allowHosts", network.allow_hosts,
+                 network.profile == NetworkProfile::kRepoEgress);
     }
     if (!network.http_rules.empty() && network.profile != NetworkProfile::kRestrictedHttp) {
       Add("network.httpRules",

@@ -430,8 +430,28 @@ TEST(ValidateTest, Network) {
        {"network.profile: open needs level 2 or above (levels 0 and 1 have no network)"}},
       {"allow hosts with none",
        [](SandboxSpec& s) { s.network.allow_hosts = {"example.com"}; },
-       {"network.allowHosts: only used with profiles dependency-egress and repo-egress (profile "
-        "is none)"}},
+       {"network.allowHosts: only used with profiles dependency-egress, repo-egress and "
+        "restricted-http (profile is none)"}},
+      // docs/network.md: restricted-http is httpRules plus allowHosts (any method, any path).
+      {"allow hosts with restricted-http",
+       [](SandboxSpec& s) {
+         s.network.profile = NetworkProfile::kRestrictedHttp;
+         s.network.allow_hosts = {"example.com"};
+       },
+       {}},
+      // "@git-providers" extends repo-egress's list; it means nothing to the other profiles.
+      {"git providers token with repo-egress",
+       [](SandboxSpec& s) {
+         s.network.profile = NetworkProfile::kRepoEgress;
+         s.network.allow_hosts = {"@git-providers", "git.example.org"};
+       },
+       {}},
+      {"git providers token with dependency-egress",
+       [](SandboxSpec& s) {
+         s.network.profile = NetworkProfile::kDependencyEgress;
+         s.network.allow_hosts = {"@git-providers"};
+       },
+       {"network.allowHosts[0]: @git-providers is only used with profile repo-egress"}},
       {"http rules with dependency-egress",
        [](SandboxSpec& s) {
          s.network.profile = NetworkProfile::kDependencyEgress;
