@@ -148,19 +148,22 @@ class EgressProxy::Impl {
       sandboxes_.erase(it);
     }
     CloseListeners(*sandbox);
-    // Collected under the lock, closed and released outside it: the last reference to a session
-    // may be dropped here, and its destructor takes the same lock.
-    std::vector<std::shared_ptr<Session>> sessions;
-    {
-      std::lock_guard lock(sandbox->mu);
-      for (auto& [ptr, weak] : sandbox->sessions) {
-        if (std::shared_ptr<Session> s = weak.lock()) sessions.push_back(std::move(s));
-      }
-    }
-    for (std::shared_ptr<Session>& s : sessions) {
+    for (std::shared_ptr<Session>& s : SessionsOf(*sandbox)) {
       asio::post(s->strand(), [s] { s->Close("sandbox-removed"); });
     }
     return absl::OkStatus();
+  }
+
+  // The sandbox's live sessions. Collected under the lock, to be used and released outside it:
+  // the last reference to a session may be dropped by the caller, and its destructor takes the
+  // same lock.
+  static std::vector<std::shared_ptr<Session>> SessionsOf(SandboxState& sandbox) {
+    std::vector<std::shared_ptr<Session>> sessions;
+    std::lock_guard lock(sandbox.mu);
+    for (auto& [ptr, weak] : sandbox.sessions) {
+      if (std::shared_ptr<Session> s = weak.lock()) sessions.push_back(std::move(s));
+    }
+    return sessions;
   }
 
   const ProxyConfig& config() const { return config_; }
@@ -352,6 +355,11 @@ absl::Status EgressProxy::UpdatePolicy(const SandboxId& sandbox, Policy policy,
           sandbox.value()));
     }
     state->policy_ = next;
+  }
+  // Open connections were decided under the old policy: each one checks its destination again
+  // and closes if the new policy refuses it.
+  for (const std::shared_ptr<Session>& s : impl_->SessionsOf(*state)) {
+    asio::post(s->strand(), [s] { s->Recheck(); });
   }
   Log().Info("egress policy changed", {{"sandbox", sandbox.value()}, {"loosened", loosens}});
   if (impl_->config().options.on_event) {

@@ -499,18 +499,32 @@ TEST_F(EgressProxyTest, LimitsConnectionsOfAllSandboxesTogether) {
   EXPECT_TRUE(admitted);
 }
 
-TEST_F(EgressProxyTest, PolicyHotSwapKeepsTunnelsAndAppliesToNewConnections) {
+// Attack: keep a CONNECT tunnel to an allowed host open (and busy) while the sandbox's policy is
+// tightened in an emergency. Expected: an update that still allows the host leaves the tunnel
+// alone; tightening to none closes it at once (ConnectionClosed "policy-changed", a
+// BlockedNetworkEgress with the new rule), and new connections are refused.
+TEST_F(EgressProxyTest, PolicyHotSwapClosesRefusedTunnelsAndAppliesToNewConnections) {
   StartProxy();
   Policy allow = MakePolicy(NetworkProfile::kDependencyEgress, {EchoHosts()});
   uint16_t port = Serve(allow);
   UniqueFd tunnel;
   ASSERT_TRUE(Connect(port, EchoHosts(), &tunnel).starts_with("HTTP/1.1 200"));
 
-  // Tightening needs no authority.
-  ASSERT_TRUE(proxy_->UpdatePolicy(id_, MakePolicy(NetworkProfile::kNone, {})).ok());
-  EXPECT_TRUE(Connect(port, EchoHosts()).starts_with("HTTP/1.1 403"));
+  ASSERT_TRUE(proxy_->UpdatePolicy(id_, allow, PolicyAuthority::kMayLoosen).ok());
   ASSERT_TRUE(SendAll(tunnel.get(), "still here|").ok());
   EXPECT_EQ(ReadUntil(tunnel.get(), "|"), "still here|");
+
+  // Tightening needs no authority.
+  ASSERT_TRUE(proxy_->UpdatePolicy(id_, MakePolicy(NetworkProfile::kNone, {})).ok());
+  std::vector<ConnectionClosed> closed = events_.WaitFor<ConnectionClosed>(1);
+  ASSERT_EQ(closed.size(), 1u);
+  EXPECT_EQ(closed[0].end, "policy-changed");
+  EXPECT_EQ(closed[0].method, "CONNECT");
+  EXPECT_EQ(ReadUntil(tunnel.get(), "|"), "");  // the proxy closed it
+  ASSERT_EQ(events_.Blocked().size(), 1u);
+  EXPECT_EQ(events_.Blocked()[0].rule, "profile:none");
+  EXPECT_EQ(events_.Blocked()[0].resolved_address, "127.0.0.1");
+  EXPECT_TRUE(Connect(port, EchoHosts()).starts_with("HTTP/1.1 403"));
   EXPECT_EQ(events_.Blocked().back().rule, "profile:none");
 
   // Loosening needs the caller's authority.
@@ -521,13 +535,46 @@ TEST_F(EgressProxyTest, PolicyHotSwapKeepsTunnelsAndAppliesToNewConnections) {
   EXPECT_TRUE(Connect(port, EchoHosts()).starts_with("HTTP/1.1 200"));
 
   std::vector<PolicyChanged> changes = events_.All<PolicyChanged>();
-  ASSERT_EQ(changes.size(), 2u);
-  EXPECT_EQ(changes[0].old_policy["profile"], "dependency-egress");
-  EXPECT_EQ(changes[0].new_policy["profile"], "none");
-  EXPECT_FALSE(changes[0].loosened);
-  EXPECT_TRUE(changes[1].loosened);
-  EXPECT_EQ(changes[1].sandbox, id_);
+  ASSERT_EQ(changes.size(), 3u);
+  EXPECT_EQ(changes[1].old_policy["profile"], "dependency-egress");
+  EXPECT_EQ(changes[1].new_policy["profile"], "none");
+  EXPECT_FALSE(changes[1].loosened);
+  EXPECT_TRUE(changes[2].loosened);
+  EXPECT_EQ(changes[2].sandbox, id_);
   EXPECT_EQ(proxy_->UpdatePolicy(SandboxId("sb-nope"), allow).code(), absl::StatusCode::kNotFound);
+}
+
+// Attack: start a large plain-HTTP download from an allowed origin and go on receiving it after
+// the policy is tightened to deny the origin's address. Expected: the exchange under way is cut
+// at the update (ConnectionClosed "policy-changed", BlockedNetworkEgress "deny-cidr:..."), long
+// before the body's end.
+TEST_F(EgressProxyTest, TighteningCutsAPlainHttpDownloadUnderWay) {
+  StartProxy();
+  uint16_t port = Serve(MakePolicy(NetworkProfile::kDependencyEgress, {OriginHosts()}));
+  absl::StatusOr<UniqueFd> fd = ConnectTcp("127.0.0.1", port);
+  ASSERT_TRUE(fd.ok());
+  constexpr uint64_t kBody = uint64_t{1} << 30;
+  std::string request =
+      fmt::format("GET http://origin.test:{}/bytes/{} HTTP/1.1\r\nHost: origin.test\r\n\r\n",
+                  http_->port(), kBody);
+  ASSERT_TRUE(SendAll(fd->get(), request).ok());
+  EXPECT_NE(ReadUntil(fd->get(), "\r\n\r\n").find("200"), std::string::npos);
+
+  spec::Network tighter;
+  tighter.profile = NetworkProfile::kDependencyEgress;
+  tighter.allow_hosts = {OriginHosts()};
+  tighter.deny_cidrs = {"127.0.0.1/32"};
+  absl::StatusOr<Policy> denied = Policy::Compile(tighter, OpenLoopback());
+  ASSERT_TRUE(denied.ok()) << denied.status();
+  ASSERT_TRUE(proxy_->UpdatePolicy(id_, *std::move(denied)).ok());
+  std::vector<ConnectionClosed> closed = events_.WaitFor<ConnectionClosed>(1);
+  ASSERT_EQ(closed.size(), 1u);
+  EXPECT_EQ(closed[0].end, "policy-changed");
+  EXPECT_LT(closed[0].bytes_down, kBody);
+  ASSERT_FALSE(events_.Blocked().empty());
+  EXPECT_EQ(events_.Blocked().back().rule, "deny-cidr:127.0.0.1/32");
+  std::string rest = ReadUntil(fd->get(), "", kBody);  // to EOF
+  EXPECT_LT(rest.size(), kBody);
 }
 
 // Attack: keep a plain-HTTP connection to an allowed origin alive across a policy update that

@@ -93,6 +93,12 @@ std::optional<AbsoluteUrl> ParseAbsoluteHttpUrl(std::string_view url) {
   return out;
 }
 
+// Sets a flag back to false when its scope ends (a co_return included).
+struct ResetOnExit {
+  bool& flag;
+  ~ResetOnExit() { flag = false; }
+};
+
 const char* ReasonPhrase(int status) {
   switch (status) {
     case 400:
@@ -172,6 +178,34 @@ void Session::Close(std::string_view reason) {
   if (lookup_wake_) lookup_wake_->cancel();
   watchdog_.cancel();
   pump_done_.cancel();
+}
+
+Decision Session::Decide(const Policy& policy) const {
+  EgressRequest request{tunnel_ ? RequestKind::kConnect : RequestKind::kHttp, *upstream_host_,
+                        port_, method_, target_};
+  Decision d = policy.CheckRequest(request);
+  if (!d.allowed) return d;
+  return policy.CheckAddress(*upstream_host_, port_, *upstream_ip_,
+                             config_.local_addresses->Contains(*upstream_ip_));
+}
+
+void Session::Recheck() {
+  if (finished_ || !(tunnel_ || in_exchange_) || !upstream_host_ || !upstream_ip_) return;
+  Decision d = Decide(*sandbox_->policy());
+  if (d.allowed) return;
+  Blocked(host_, address_, port_, d.rule);
+  Close("policy-changed");
+}
+
+asio::awaitable<bool> Session::StillAllowed(const std::shared_ptr<const Policy>& checked) {
+  std::shared_ptr<const Policy> now = sandbox_->policy();
+  if (now == checked) co_return true;
+  Decision d = Decide(*now);
+  if (d.allowed) co_return true;
+  Blocked(host_, address_, port_, d.rule);
+  std::string text = fmt::format("egress to {}:{} blocked by {}", host_, port_, d.rule);
+  co_await Respond(403, "blocked", text, d.rule);
+  co_return false;
 }
 
 void Session::Touch(std::chrono::milliseconds timeout, const char* end_if_expired) {
@@ -315,7 +349,10 @@ asio::awaitable<void> Session::HandleConnect(http::request_parser<http::empty_bo
     co_await Respond(403, "blocked", text, d.rule);
     co_return;
   }
+  tunnel_ = true;  // the decision below is CONNECT's
   if (!co_await OpenUpstream(*policy, *host, port_)) co_return;
+  // From here on a policy update closes the tunnel if the new policy refuses it (Recheck).
+  if (!co_await StillAllowed(policy)) co_return;
   static constexpr std::string_view kEstablished = "HTTP/1.1 200 Connection established\r\n\r\n";
   error_code ec;
   co_await asio::async_write(client_, asio::buffer(kEstablished), Ec(ec));
@@ -338,10 +375,7 @@ asio::awaitable<bool> Session::OpenUpstream(const Policy& policy, const HostName
                                             uint16_t port) {
   Touch(config_.options.connect_timeout, "connect-timeout");
   connecting_ = true;
-  struct Done {
-    bool& flag;
-    ~Done() { flag = false; }
-  } done{connecting_};
+  ResetOnExit done{connecting_};
   std::vector<IpAddress> addresses;
   std::string lookup_error;  // getaddrinfo's, when it failed
   error_code ec;
@@ -403,6 +437,8 @@ asio::awaitable<bool> Session::OpenUpstream(const Policy& policy, const HostName
     co_await upstream_->async_connect(asio::ip::tcp::endpoint(ToAsio(a), port), Ec(ec));
     if (!ec) {
       address_ = a.ToString();
+      upstream_host_ = host;
+      upstream_ip_ = a;
       upstream_key_ = fmt::format("{}:{}", host.name, port);
       upstream_->set_option(asio::ip::tcp::no_delay(true), ec);
       Touch(config_.options.idle_timeout, "idle-timeout");
@@ -697,6 +733,7 @@ asio::awaitable<bool> Session::HandleHttp(http::request_parser<http::empty_body>
     co_await Respond(403, "blocked", text, d.rule);
     co_return false;
   }
+  target_ = std::string(url->target);
   std::string key = fmt::format("{}:{}", host->name, port);
   // A kept-alive upstream was checked under the policy it was opened with; after an update the
   // next request connects again, so the new address rules apply to it.
@@ -707,7 +744,12 @@ asio::awaitable<bool> Session::HandleHttp(http::request_parser<http::empty_body>
     port_ = port;
     if (!co_await OpenUpstream(*policy, *host, port)) co_return false;
     upstream_policy_ = policy;
+    if (!co_await StillAllowed(policy)) co_return false;
   }
+  // Until the response has been relayed, a policy update that refuses this request closes the
+  // connection (Recheck).
+  in_exchange_ = true;
+  ResetOnExit end_exchange{in_exchange_};
   bool client_keep_alive = req.keep_alive();
   std::string authority(url->authority);
   req.target(beast::string_view(url->target.data(), url->target.size()));

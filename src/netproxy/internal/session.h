@@ -40,6 +40,12 @@ class Session : public std::enable_shared_from_this<Session> {
   // Closes both sides; `reason` becomes the ConnectionClosed end. Must run on the strand.
   void Close(std::string_view reason);
 
+  // After a policy update: a tunnel, or a plain-HTTP exchange under way, whose destination the
+  // sandbox's policy (as it is now) no longer allows is closed ("policy-changed") with a
+  // BlockedNetworkEgress event. A connection still resolving or connecting checks the policy
+  // again once connected. Must run on the strand.
+  void Recheck();
+
   const Strand& strand() const { return strand_; }
 
  private:
@@ -55,6 +61,12 @@ class Session : public std::enable_shared_from_this<Session> {
   // Resolves, checks every address and connects upstream_. On failure it has answered the
   // client and returns false.
   asio::awaitable<bool> OpenUpstream(const Policy& policy, const HostName& host, uint16_t port);
+  // The decision of `policy` on the connection this session has open (its request, and the
+  // address it connected to).
+  Decision Decide(const Policy& policy) const;
+  // After OpenUpstream under `checked`: false (answered 403) when the policy changed meanwhile
+  // and the new one refuses the connection.
+  asio::awaitable<bool> StillAllowed(const std::shared_ptr<const Policy>& checked);
   asio::awaitable<void> Tunnel();
   // One direction of a tunnel until EOF (half-closing the other side) or an error (closing both).
   asio::awaitable<void> Pump(bool upstream_to_client);
@@ -125,6 +137,14 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string address_;
   std::string upstream_key_;
   std::shared_ptr<const Policy> upstream_policy_;  // the policy upstream_ was checked under
+  // What the open connection was decided on: the request's host (and the path of a plain-HTTP
+  // request) and the address upstream_ connected to. Recheck acts only while a tunnel or an
+  // exchange uses them.
+  std::optional<HostName> upstream_host_;
+  std::optional<IpAddress> upstream_ip_;
+  std::string target_;
+  bool tunnel_ = false;
+  bool in_exchange_ = false;
   uint16_t port_ = 0;
   std::string method_;
   uint64_t bytes_up_ = 0;
