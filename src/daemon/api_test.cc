@@ -863,6 +863,17 @@ TEST_F(DaemonApiTest, TtlNetworkAndEvents) {
   EXPECT_EQ(net.json["spec"]["network"]["profile"], "none") << net.Describe();
   EXPECT_EQ(alice().Get(Sb(r2)).json["spec"]["network"]["profile"], "none")
       << "the record shows the policy the sandbox runs under";
+  // The audit record says what changed, from what, and whether it loosened anything.
+  json change;
+  ApiResponse r2_events = alice().Get(Sb(r2, "/events"));
+  for (const json& e : r2_events.json["events"]) {
+    if (e.value("kind", "") == "network_policy_changed") change = e;
+  }
+  ASSERT_TRUE(change.is_object()) << r2_events.Describe();
+  EXPECT_EQ(change["reason"], "policy tightened") << change.dump();
+  EXPECT_EQ(change["data"]["loosened"], false) << change.dump();
+  EXPECT_EQ(change["data"]["previous_network"]["profile"], "dependency-egress") << change.dump();
+  EXPECT_EQ(change["data"]["network"]["profile"], "none") << change.dump();
   ExpectError(alice().Send(Verb::put, Sb(id, "/network"), "{}"), 422, "invalid_argument",
               "network");
   ExpectError(alice().Send(Verb::put, Sb(id, "/network"),

@@ -1001,8 +1001,14 @@ absl::StatusOr<store::SandboxRecord> SandboxManager::UpdateNetwork(const Caller&
   store::AuditEvent e;
   e.actor = caller.actor;
   e.kind = store::AuditKind::kNetworkPolicyChanged;
-  e.reason = may_loosen ? "policy replaced (loosening allowed)" : "policy tightened";
-  e.data = {{"network", r["network"]}};
+  // What the proxy decided (did the new policy allow anything the old did not), not what the
+  // caller was allowed to do.
+  bool loosened = r.value("loosened", false);
+  e.reason = loosened ? "policy loosened" : "policy tightened";
+  e.data = {{"network", r["network"]},
+            {"previous_network", r.value("previous_network", json())},
+            {"loosened", loosened},
+            {"may_loosen", may_loosen}};
   // The record's spec is what the sandbox runs under from now on (GET shows it, and commands
   // stored from here are repeatable with it).
   json spec = record.spec;

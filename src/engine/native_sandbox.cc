@@ -366,8 +366,8 @@ absl::Status NativeSandbox::StartForwarder() {
   return absl::OkStatus();
 }
 
-absl::Status NativeSandbox::UpdateNetworkPolicy(const spec::Network& network,
-                                                netproxy::PolicyAuthority authority) {
+absl::StatusOr<netproxy::PolicyChanged> NativeSandbox::UpdateNetworkPolicy(
+    const spec::Network& network, netproxy::PolicyAuthority authority) {
   if (!egress_active_) {
     return FailedPrecondition(
         "this sandbox has no egress path (profile none); its network cannot be opened later");
@@ -375,9 +375,10 @@ absl::Status NativeSandbox::UpdateNetworkPolicy(const spec::Network& network,
   ASSIGN_OR_RETURN(netproxy::Policy policy,
                    netproxy::Policy::Compile(network, options_.egress.operator_policy),
                    "network policy");
-  RETURN_IF_ERROR(options_.egress.proxy->UpdatePolicy(id_, std::move(policy), authority));
+  ASSIGN_OR_RETURN(netproxy::PolicyChanged change,
+                   options_.egress.proxy->UpdatePolicy(id_, std::move(policy), authority));
   options_.spec.network = network;
-  return absl::OkStatus();
+  return change;
 }
 
 absl::StatusOr<pid_t> NativeSandbox::Spawn(

@@ -247,12 +247,12 @@ class NativeSandbox {
   absl::Status Pause();
   absl::Status Resume();
 
-  // Replaces the network policy of the running sandbox (connections already open keep theirs).
-  // Loosening needs PolicyAuthority::kMayLoosen; the change is reported as a PolicyChanged event
-  // to the proxy's callback (the audit trail). FailedPrecondition for a sandbox created with
-  // profile none: it has no egress path to open.
-  absl::Status UpdateNetworkPolicy(const spec::Network& network,
-                                   netproxy::PolicyAuthority authority);
+  // Replaces the network policy of the running sandbox (open connections the new policy refuses
+  // are closed). Loosening needs PolicyAuthority::kMayLoosen; the change is returned and reported
+  // as a PolicyChanged event to the proxy's callback (the audit trail). FailedPrecondition for a
+  // sandbox created with profile none: it has no egress path to open.
+  absl::StatusOr<netproxy::PolicyChanged> UpdateNetworkPolicy(const spec::Network& network,
+                                                              netproxy::PolicyAuthority authority);
 
   // Kills every process of the sandbox and removes its cgroups and files. Idempotent.
   absl::Status Destroy();

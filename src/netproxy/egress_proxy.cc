@@ -337,8 +337,8 @@ absl::StatusOr<uint16_t> EgressProxy::AddSandboxTcp(const SandboxId& sandbox, Po
   return ntohs(sa->sin_port);  // sin_port and sin6_port share their offset
 }
 
-absl::Status EgressProxy::UpdatePolicy(const SandboxId& sandbox, Policy policy,
-                                       PolicyAuthority authority) {
+absl::StatusOr<PolicyChanged> EgressProxy::UpdatePolicy(const SandboxId& sandbox, Policy policy,
+                                                        PolicyAuthority authority) {
   std::shared_ptr<SandboxState> state = impl_->Find(sandbox);
   if (!state) return NotFound(fmt::format("update policy: sandbox {} not served", sandbox.value()));
   auto next = std::make_shared<const Policy>(std::move(policy));
@@ -362,11 +362,10 @@ absl::Status EgressProxy::UpdatePolicy(const SandboxId& sandbox, Policy policy,
     asio::post(s->strand(), [s] { s->Recheck(); });
   }
   Log().Info("egress policy changed", {{"sandbox", sandbox.value()}, {"loosened", loosens}});
-  if (impl_->config().options.on_event) {
-    impl_->config().options.on_event(PolicyChanged{sandbox, old->ToJson(), next->ToJson(), loosens,
-                                                   std::chrono::system_clock::now()});
-  }
-  return absl::OkStatus();
+  PolicyChanged change{sandbox, old->ToJson(), next->ToJson(), loosens,
+                       std::chrono::system_clock::now()};
+  if (impl_->config().options.on_event) impl_->config().options.on_event(change);
+  return change;
 }
 
 absl::Status EgressProxy::RemoveSandbox(const SandboxId& sandbox) { return impl_->Remove(sandbox); }

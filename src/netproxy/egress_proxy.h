@@ -106,11 +106,13 @@ class EgressProxy {
                                          const std::string& address,
                                          std::string proxy_authorization = {});
 
-  // Replaces the policy of a running sandbox. Connections already tunnelled keep the decision
-  // they got; every new connection and every new plain-HTTP request uses the new policy. Emits
-  // PolicyChanged. PermissionDenied when the update loosens and `authority` is kTightenOnly.
-  absl::Status UpdatePolicy(const SandboxId& sandbox, Policy policy,
-                            PolicyAuthority authority = PolicyAuthority::kTightenOnly);
+  // Replaces the policy of a running sandbox. Every open connection is checked again: a tunnel or
+  // a plain-HTTP exchange under way that the new policy refuses is closed; every new connection
+  // and every new plain-HTTP request uses the new policy. Emits PolicyChanged and returns it (the
+  // audit record). PermissionDenied when the update loosens and `authority` is kTightenOnly.
+  absl::StatusOr<PolicyChanged> UpdatePolicy(
+      const SandboxId& sandbox, Policy policy,
+      PolicyAuthority authority = PolicyAuthority::kTightenOnly);
 
   // Stops serving `sandbox`: closes its listeners (removing its socket file) and connections.
   absl::Status RemoveSandbox(const SandboxId& sandbox);

@@ -528,7 +528,7 @@ TEST_F(EgressProxyTest, PolicyHotSwapClosesRefusedTunnelsAndAppliesToNewConnecti
   EXPECT_EQ(events_.Blocked().back().rule, "profile:none");
 
   // Loosening needs the caller's authority.
-  absl::Status denied = proxy_->UpdatePolicy(id_, allow);
+  absl::Status denied = proxy_->UpdatePolicy(id_, allow).status();
   EXPECT_EQ(denied.code(), absl::StatusCode::kPermissionDenied) << denied;
   EXPECT_TRUE(Connect(port, EchoHosts()).starts_with("HTTP/1.1 403"));
   ASSERT_TRUE(proxy_->UpdatePolicy(id_, allow, PolicyAuthority::kMayLoosen).ok());
@@ -541,7 +541,8 @@ TEST_F(EgressProxyTest, PolicyHotSwapClosesRefusedTunnelsAndAppliesToNewConnecti
   EXPECT_FALSE(changes[1].loosened);
   EXPECT_TRUE(changes[2].loosened);
   EXPECT_EQ(changes[2].sandbox, id_);
-  EXPECT_EQ(proxy_->UpdatePolicy(SandboxId("sb-nope"), allow).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(proxy_->UpdatePolicy(SandboxId("sb-nope"), allow).status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 // Attack: start a large plain-HTTP download from an allowed origin and go on receiving it after

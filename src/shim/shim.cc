@@ -537,11 +537,16 @@ class Shim::Impl {
     json doc = spec::ToJson(options_.spec);
     doc["network"] = req.value("network", json::object());
     ASSIGN_OR_RETURN(spec::SandboxSpec parsed, spec::ParseSpecJson(doc, {}), "network");
-    RETURN_IF_ERROR(sandbox_->UpdateNetworkPolicy(
-        parsed.network, req.value("may_loosen", false) ? netproxy::PolicyAuthority::kMayLoosen
+    ASSIGN_OR_RETURN(netproxy::PolicyChanged change,
+                     sandbox_->UpdateNetworkPolicy(parsed.network,
+                                                   req.value("may_loosen", false)
+                                                       ? netproxy::PolicyAuthority::kMayLoosen
                                                        : netproxy::PolicyAuthority::kTightenOnly));
+    json previous = spec::ToJson(options_.spec)["network"];
     options_.spec.network = parsed.network;
-    return json{{"network", spec::ToJson(parsed)["network"]}};
+    return json{{"network", spec::ToJson(parsed)["network"]},
+                {"previous_network", std::move(previous)},
+                {"loosened", change.loosened}};
   }
 
   // Runs the sandbox's artifact paths (or the request's `paths`) through the release gate and

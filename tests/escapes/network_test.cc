@@ -329,14 +329,20 @@ TEST_F(NetworkTest, PolicyChangesWithoutRestart) {
   wider.profile = spec::NetworkProfile::kDependencyEgress;
   wider.allow_hosts = {"registry.test", "other.test"};
   // Loosening needs the caller's authority.
-  EXPECT_EQ(sb->UpdateNetworkPolicy(wider, netproxy::PolicyAuthority::kTightenOnly).code(),
+  EXPECT_EQ(sb->UpdateNetworkPolicy(wider, netproxy::PolicyAuthority::kTightenOnly).status().code(),
             absl::StatusCode::kPermissionDenied);
-  ASSERT_TRUE(sb->UpdateNetworkPolicy(wider, netproxy::PolicyAuthority::kMayLoosen).ok());
+  absl::StatusOr<netproxy::PolicyChanged> loosened =
+      sb->UpdateNetworkPolicy(wider, netproxy::PolicyAuthority::kMayLoosen);
+  ASSERT_TRUE(loosened.ok()) << loosened.status();
+  EXPECT_TRUE(loosened->loosened);
   EXPECT_EQ(Curl(*sb, "http://other.test/hello").stdout_preview, "hello from host-c\n");
   spec::Network narrower;
   narrower.profile = spec::NetworkProfile::kDependencyEgress;
   narrower.allow_hosts = {"other.test"};
-  ASSERT_TRUE(sb->UpdateNetworkPolicy(narrower, netproxy::PolicyAuthority::kTightenOnly).ok());
+  absl::StatusOr<netproxy::PolicyChanged> tightened =
+      sb->UpdateNetworkPolicy(narrower, netproxy::PolicyAuthority::kTightenOnly);
+  ASSERT_TRUE(tightened.ok()) << tightened.status();
+  EXPECT_FALSE(tightened->loosened);
   EXPECT_EQ(Curl(*sb, "http://registry.test/hello").classification,
             Classification::kNetworkRequired);
   {
