@@ -183,6 +183,23 @@ TEST_F(ForkServerTest, WorkersShareNoWritableState) {
       << second.stderr_preview;
 }
 
+// Attack: a preload (or a module it imports) maps shared memory, as mmap.mmap(-1, n),
+// multiprocessing's shared arrays or a numpy.memmap in r+ mode do; every worker forked from the
+// zygote would write the same pages, and a secret one worker wrote there would be read by the
+// next. Expected: no worker has a shared mapping at all; the first writes and the second finds
+// nothing of it.
+TEST_F(ForkServerTest, APreloadsSharedMemoryReachesNoWorker) {
+  ForkServerOptions o = Options();
+  o.preload = "import mmap\nshared = mmap.mmap(-1, 1 << 20)\nshared[:4] = b'zyg!'";
+  StartServer(std::move(o));
+  const std::string count_shared =
+      "maps = open('/proc/self/maps').read().splitlines()\n"
+      "print(sum(1 for l in maps if l.split()[1][3] == 's'))";
+  CommandResult r = RunPython(count_shared);
+  EXPECT_EQ(r.stdout_preview, "0\n") << r.stderr_preview;
+  EXPECT_EQ(RunPython(count_shared).stdout_preview, "0\n");
+}
+
 TEST_F(ForkServerTest, WorkerIsAloneInItsPidNamespace) {
   StartServer();
   // Attack: find the zygote or other workers by pid. The worker is pid 1 of its own namespace and

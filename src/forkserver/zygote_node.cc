@@ -32,7 +32,6 @@
 #include <node.h>
 #include <node_api.h>
 #include <sys/ioctl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <uv.h>
@@ -79,26 +78,6 @@ napi_value Int(napi_env env, int32_t i) {
   napi_value v = nullptr;
   napi_create_int32(env, i, &v);
   return v;
-}
-
-// Undoes V8's MADV_DONTFORK on every private mapping, so the worker gets the heap copy-on-write,
-// and keeps every shared mapping out of the worker.
-void ShareHeapWithWorkers() {
-  FILE* maps = std::fopen("/proc/self/maps", "re");
-  if (maps == nullptr) return;  // the fork then fails in the worker, and is reported as a crash
-  char line[512];
-  while (std::fgets(line, sizeof(line), maps) != nullptr) {
-    unsigned long start = 0, end = 0;
-    char perms[5] = {};
-    if (std::sscanf(line, "%lx-%lx %4s", &start, &end, perms) == 3) {
-      ::madvise(reinterpret_cast<void*>(start), end - start,
-                perms[3] == 'p' ? MADV_DOFORK : MADV_DONTFORK);
-    }
-    // The rest of a line longer than the buffer is not a mapping's start.
-    while (std::strchr(line, '\n') == nullptr && std::fgets(line, sizeof(line), maps) != nullptr) {
-    }
-  }
-  std::fclose(maps);
 }
 
 // The worker's last step: its output ends, the server learns the exit code, the process goes.
@@ -329,7 +308,10 @@ napi_value Ready(napi_env env, napi_callback_info) {
 napi_value Serve(napi_env env, napi_callback_info) {
   ListZygoteFds();
   std::optional<ForkRequest> request =
-      internal::ServeForks(node_threads, {.before = ShareHeapWithWorkers});
+      internal::ServeForks(node_threads, {.before = [] {
+                             // V8 marks its heap DONTFORK: undone.
+                             internal::KeepSharedMappingsFromWorkers(true);
+                           }});
   if (!request) return nullptr;
   if (absl::Status st = EnterNode(env); !st.ok()) {
     std::fprintf(stderr, "airlock-zygote-node: worker: %s\n", std::string(st.message()).c_str());

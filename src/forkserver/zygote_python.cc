@@ -97,6 +97,7 @@ PyObject* Serve(PyObject*, PyObject*) {
   internal::ForkHooks hooks;
   hooks.before = [] {
     FlushStdio();
+    internal::KeepSharedMappingsFromWorkers(false);
     PyOS_BeforeFork();
   };
   hooks.after = PyOS_AfterFork_Parent;

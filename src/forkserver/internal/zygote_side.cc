@@ -1,9 +1,12 @@
 #include "forkserver/internal/zygote_side.h"
 
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "common/status.h"
@@ -68,6 +71,27 @@ std::optional<ForkRequest> ServeForks(int threads, const ForkHooks& hooks) {
     }
     if (Reply(reply, pidfd) != 0) return std::nullopt;
   }
+}
+
+void KeepSharedMappingsFromWorkers(bool share_private) {
+  FILE* maps = std::fopen("/proc/self/maps", "re");
+  if (maps == nullptr) return;
+  char line[512];
+  while (std::fgets(line, sizeof(line), maps) != nullptr) {
+    unsigned long start = 0, end = 0;
+    char perms[5] = {};
+    if (std::sscanf(line, "%lx-%lx %4s", &start, &end, perms) == 3) {
+      if (perms[3] != 'p') {
+        ::madvise(reinterpret_cast<void*>(start), end - start, MADV_DONTFORK);
+      } else if (share_private) {
+        ::madvise(reinterpret_cast<void*>(start), end - start, MADV_DOFORK);
+      }
+    }
+    // The rest of a line longer than the buffer is not a mapping's start.
+    while (std::strchr(line, '\n') == nullptr && std::fgets(line, sizeof(line), maps) != nullptr) {
+    }
+  }
+  std::fclose(maps);
 }
 
 }  // namespace airlock::forkserver::internal
