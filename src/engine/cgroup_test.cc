@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "common/ids.h"
+#include "engine/internal/cgroup_files.h"
 #include "engine/internal/command_cgroups.h"
 #include "fmt/format.h"
 #include "gtest/gtest.h"
@@ -62,15 +63,20 @@ class Child {
   }
   // Waits up to 10 s for the child; returns its wait status (-1 if it is still running).
   int Wait() {
+    int status = Wait(std::chrono::seconds(10));
+    if (status == -1) ADD_FAILURE() << "child " << pid_ << " still running after 10 s";
+    return status;
+  }
+  // Waits up to `timeout`; the wait status, or -1 if it is still running.
+  int Wait(std::chrono::milliseconds timeout) {
     int status = 0;
-    for (int i = 0; i < 10000; ++i) {
+    for (int64_t i = 0; i < timeout.count(); ++i) {
       if (waitpid(pid_, &status, WNOHANG) == pid_) {
         reaped_ = true;
         return status;
       }
       usleep(1000);
     }
-    ADD_FAILURE() << "child " << pid_ << " still running after 10 s";
     return -1;
   }
 
@@ -118,6 +124,23 @@ TEST_P(CgroupContractTest, AddProcessListAndKill) {
   EXPECT_TRUE(WIFSIGNALED(status));
   EXPECT_EQ(WTERMSIG(status), SIGKILL);
   EXPECT_TRUE(cg_->Processes()->empty());
+}
+
+// Attack: a process listed in the cgroup exits and its pid is reused by a host process before
+// the kill reaches it (the pid-based kill of v1, and of v2 before cgroup.kill). Expected: the
+// kill checks membership through a pidfd, so a process outside the cgroup (here one that never
+// was in it, standing for the successor) is left alone, and a member is killed.
+TEST_P(CgroupContractTest, TheKillByPidSparesAProcessOutsideTheCgroup) {
+  Child outsider("exec sleep 1000");
+  outsider.Release();
+  internal::KillIfMember(outsider.pid(), cg_->name());
+  EXPECT_EQ(outsider.Wait(std::chrono::milliseconds(300)), -1) << "an outsider was killed";
+  Child member("exec sleep 1000");
+  ASSERT_TRUE(cg_->AddProcess(member.pid()).ok());
+  member.Release();
+  internal::KillIfMember(member.pid(), cg_->name());
+  int status = member.Wait();
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
 }
 
 TEST_P(CgroupContractTest, AnUnprivilegedProcessEntersThroughItsEntry) {

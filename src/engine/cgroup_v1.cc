@@ -157,7 +157,7 @@ class CgroupV1 : public Cgroup {
     }
     auto kill_all = [&]() -> absl::StatusOr<bool> {
       ASSIGN_OR_RETURN(std::vector<pid_t> pids, ReadProcsRecursive(procs_dir));
-      for (pid_t p : pids) ::kill(p, SIGKILL);
+      for (pid_t p : pids) KillIfMember(p, name_);
       return pids.empty();
     };
     absl::StatusOr<bool> empty = kill_all();

@@ -119,7 +119,7 @@ class CgroupV2 : public Cgroup {
       // SIGKILLs be delivered.
       RETURN_IF_ERROR(Freeze());
       ASSIGN_OR_RETURN(std::vector<pid_t> pids, Processes());
-      for (pid_t p : pids) ::kill(p, SIGKILL);
+      for (pid_t p : pids) KillIfMember(p, name_);
       RETURN_IF_ERROR(Thaw());
     }
     if (!WaitFor([&] { return ReadKeyedValue(dir_ + "/cgroup.events", "populated") != 1; },

@@ -2,6 +2,9 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -164,6 +167,30 @@ absl::Status CheckCgroupName(std::string_view name) {
     if (!ok) return InvalidArgument(fmt::format("invalid cgroup name \"{}\"", name));
   }
   return absl::OkStatus();
+}
+
+void KillIfMember(pid_t pid, std::string_view name) {
+  while (name.starts_with('/')) name.remove_prefix(1);
+  UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  if (!pidfd) return;  // gone already
+  absl::StatusOr<std::string> lines = ReadFile(fmt::format("/proc/{}/cgroup", pid));
+  if (!lines.ok()) return;
+  bool member = false;
+  for (std::string_view rest = *lines; !rest.empty() && !member;) {
+    size_t nl = rest.find('\n');
+    std::string_view line = rest.substr(0, nl);
+    rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
+    // "hierarchy-id:controllers:/path"
+    size_t second = line.find(':', line.find(':') + 1);
+    if (second == std::string_view::npos) continue;
+    std::string_view path = line.substr(second + 1);
+    if (!path.starts_with('/')) continue;
+    path.remove_prefix(1);
+    member = path.starts_with(name) && (path.size() == name.size() || path[name.size()] == '/');
+  }
+  struct pollfd exited = {pidfd.get(), POLLIN, 0};
+  if (!member || ::poll(&exited, 1, 0) != 0) return;
+  ::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0);
 }
 
 }  // namespace airlock::engine::internal

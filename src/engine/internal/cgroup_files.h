@@ -22,7 +22,8 @@ absl::StatusOr<std::string> ReadCgroupFile(const std::string& path);
 absl::Status WriteCgroupFile(const std::string& path, std::string_view value);
 
 // The integer in a file holding one ("max" counts as `max_value`). nullopt when the file is absent.
-absl::StatusOr<std::optional<int64_t>> ReadCgroupInt(const std::string& path, int64_t max_value = 0);
+absl::StatusOr<std::optional<int64_t>> ReadCgroupInt(const std::string& path,
+                                                     int64_t max_value = 0);
 
 // The value of "key N" in a flat keyed file (memory.events, cpu.stat, ...); nullopt when
 // the file or key is absent.
@@ -30,6 +31,13 @@ std::optional<int64_t> ReadKeyedValue(const std::string& path, std::string_view 
 
 // Pids listed in a cgroup.procs file of `dir` and of every directory below it.
 absl::StatusOr<std::vector<pid_t>> ReadProcsRecursive(const std::string& dir);
+
+// SIGKILL to `pid` if it is a member of cgroup `name` (a path below a hierarchy's root, as
+// /proc/PID/cgroup shows it) or of a cgroup below it, never to another process: a pid read from
+// cgroup.procs may have exited and been reused by a host process since. The pid is held by a
+// pidfd, its membership read, and the signal sent through the pidfd only if the process was
+// still alive after that read (so the read was of it, not of a successor).
+void KillIfMember(pid_t pid, std::string_view name);
 
 // Names of the subdirectories of `dir`.
 absl::StatusOr<std::vector<std::string>> ListSubdirs(const std::string& dir);
