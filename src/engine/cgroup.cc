@@ -1,8 +1,8 @@
 #include "engine/cgroup.h"
 
+#include <linux/magic.h>
 #include <sys/statfs.h>
 #include <sys/vfs.h>
-#include <linux/magic.h>
 
 #include <map>
 #include <sstream>
@@ -34,7 +34,7 @@ namespace {
 
 struct CgroupMounts {
   std::map<std::string, std::string> v1;  // controller -> mount point
-  std::string v2;                          // a cgroup2 mount point, if any
+  std::string v2;                         // a cgroup2 mount point, if any
 };
 
 // Mount points of cgroup file systems, from /proc/self/mountinfo. Lines look like
@@ -87,8 +87,8 @@ absl::StatusOr<std::unique_ptr<CgroupDriver>> CgroupDriver::Detect(const CgroupO
     return internal::NewCgroupV2Driver(mount, options.base);
   }
   if (unified) {
-    return FailedPrecondition(fmt::format("{} is a cgroup v2 hierarchy; cgroup v1 is not in use",
-                                          options.mount_root));
+    return FailedPrecondition(
+        fmt::format("{} is a cgroup v2 hierarchy; cgroup v1 is not in use", options.mount_root));
   }
   ASSIGN_OR_RETURN(CgroupMounts mounts, ReadCgroupMounts());
   return internal::NewCgroupV1Driver(mounts.v1, options.base);

@@ -36,8 +36,12 @@ const char* ToString(Controller c);
 
 struct CgroupLimits {
   int64_t memory_bytes = 0;  // memory including swap; 0 = no limit
-  int64_t pids_max = 0;      // 0 = no limit
-  double cpu_cores = 0;      // CPU bandwidth in cores; 0 = no limit
+  // v2, with a memory limit: an OOM kill takes every process of this cgroup (memory.oom.group).
+  // For a command's cgroup, never for a sandbox's: the kernel kills the highest group cgroup
+  // between the victim and the cgroup whose limit was hit, airlock-init included. v1 has none.
+  bool oom_group = false;
+  int64_t pids_max = 0;  // 0 = no limit
+  double cpu_cores = 0;  // CPU bandwidth in cores; 0 = no limit
 };
 
 struct CgroupStats {
@@ -106,7 +110,7 @@ class Cgroup {
 struct CgroupOptions {
   enum class Version { kAuto, kV1, kV2 };
   Version version = Version::kAuto;
-  std::string base = "airlock";    // relative to the hierarchy root
+  std::string base = "airlock";  // relative to the hierarchy root
   std::string mount_root = "/sys/fs/cgroup";
 };
 
@@ -122,6 +126,9 @@ class CgroupDriver {
 
   virtual CgroupVersion version() const = 0;
   virtual bool HasController(Controller c) const = 0;
+  // Whether memory limits can include swap (v1: memory.memsw.*; v2: memory.swap.max). Without
+  // it a sandbox could escape its memory limit into swap on a host that has swap.
+  virtual bool HasSwapAccounting() const = 0;
 
   // Creates base/<name> (AlreadyExists if present).
   virtual absl::StatusOr<std::unique_ptr<Cgroup>> Create(std::string_view name) = 0;

@@ -277,6 +277,12 @@ class CgroupV1Driver : public CgroupDriver {
     return false;
   }
 
+  bool HasSwapAccounting() const override {
+    auto memory = mounts_.find("memory");
+    return memory != mounts_.end() &&
+           ::access((memory->second + "/memory.memsw.limit_in_bytes").c_str(), F_OK) == 0;
+  }
+
   absl::StatusOr<std::unique_ptr<Cgroup>> Create(std::string_view name) override {
     CgroupV1 base(&mounts_, base_);
     return base.CreateChild(name);

@@ -59,7 +59,7 @@ class CgroupV2 : public Cgroup {
         RETURN_IF_ERROR(WriteCgroupFile(dir_ + "/memory.swap.max", "0"));
       }
       // An OOM kill takes the whole command tree, not one arbitrary process of it.
-      RETURN_IF_ERROR(WriteCgroupFile(dir_ + "/memory.oom.group", "1"));
+      if (limits.oom_group) RETURN_IF_ERROR(WriteCgroupFile(dir_ + "/memory.oom.group", "1"));
     }
     if (limits.pids_max > 0) {
       RETURN_IF_ERROR(RequireFile("pids.max", "pids"));
@@ -124,9 +124,8 @@ class CgroupV2 : public Cgroup {
     }
     if (!WaitFor([&] { return ReadKeyedValue(dir_ + "/cgroup.events", "populated") != 1; },
                  timeout)) {
-      return absl::DeadlineExceededError(
-          fmt::format("kill cgroup {}: processes still present after {} ms", name_,
-                      timeout.count()));
+      return absl::DeadlineExceededError(fmt::format(
+          "kill cgroup {}: processes still present after {} ms", name_, timeout.count()));
     }
     return absl::OkStatus();
   }
@@ -181,6 +180,10 @@ class CgroupV2Driver : public CgroupDriver {
   bool HasController(Controller c) const override {
     if (c == Controller::kFreezer) return true;  // built into v2
     return (" " + controllers_ + " ").find(fmt::format(" {} ", ToString(c))) != std::string::npos;
+  }
+
+  bool HasSwapAccounting() const override {
+    return ::access(fmt::format("{}/{}/memory.swap.max", mount_, base_).c_str(), F_OK) == 0;
   }
 
   absl::StatusOr<std::unique_ptr<Cgroup>> Create(std::string_view name) override {

@@ -113,7 +113,9 @@ absl::StatusOr<std::unique_ptr<ForkedSandbox>> ForkedSandbox::Prepare(SandboxOpt
   plan.worker.policy_filter = sb->policy_filter_;
 
   ASSIGN_OR_RETURN(sb->cgroup_, sb->options_.cgroups->Create(sb->id_.value()), "create cgroup");
-  RETURN_IF_ERROR(sb->cgroup_->SetLimits(LimitsOf(s, sb->degraded_)), "set cgroup limits");
+  CgroupLimits limits = LimitsOf(s, sb->degraded_);
+  limits.oom_group = true;  // the worker's cgroup is its whole sandbox
+  RETURN_IF_ERROR(sb->cgroup_->SetLimits(limits), "set cgroup limits");
   ASSIGN_OR_RETURN(Cgroup::Entry entry, sb->cgroup_->OpenEntry(), "open cgroup");
   for (UniqueFd& fd : entry.fds) {
     if (entry.mode == Cgroup::Entry::Mode::kCloneInto) {

@@ -45,6 +45,9 @@ using namespace internal::common;  // NOLINT: the helpers both sandbox kinds sha
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
+// Processes of a sandbox that are not commands: airlock-init and airlock-forwarder.
+constexpr int64_t kSandboxOwnProcesses = 2;
+
 const Logger& Log() {
   static const Logger& logger = GetLogger("engine");
   return logger;
@@ -149,7 +152,12 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
   ASSIGN_OR_RETURN(setup.plan, internal::BuildPlan(in, &setup.owned_fds), "plan sandbox mounts");
 
   ASSIGN_OR_RETURN(sb->cgroup_, sb->options_.cgroups->Create(sb->id_.value()), "create cgroup");
-  RETURN_IF_ERROR(sb->cgroup_->SetLimits(LimitsOf(s, sb->degraded_)), "set cgroup limits");
+  CgroupLimits limits = LimitsOf(s, sb->degraded_);
+  // airlock-init and the forwarder live beside the commands: room for them, so that a command
+  // reaches its own pids limit first and the refused fork is counted in its cgroup (cgroup v2
+  // counts pids.events where the limit was hit, not where the fork was).
+  if (limits.pids_max > 0) limits.pids_max += kSandboxOwnProcesses;
+  RETURN_IF_ERROR(sb->cgroup_->SetLimits(limits), "set cgroup limits");
   // cgroup v2 allows processes only in leaves once controllers are enabled below: airlock-init
   // gets its own. On v1 it stays in the sandbox's cgroup, which saves a cgroup per hierarchy.
   if (sb->cgroup_->version() == CgroupVersion::kV2) {
@@ -480,10 +488,12 @@ absl::StatusOr<std::unique_ptr<Cgroup>> NativeSandbox::NewCommandCgroup(int numb
     made = cgroup_->CreateChild(fmt::format("cmd-{}", number));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<Cgroup> cg, std::move(made), "create command cgroup");
-  // The command's own limits equal the sandbox's, so an OOM kill or a refused fork is counted
-  // in the command's cgroup, where we read it.
+  // The command's own limits are the spec's, so an OOM kill or a refused fork is counted in the
+  // command's cgroup, where we read it; an OOM kill takes the command's whole tree and nothing
+  // else (oom_group: the sandbox's own cgroup has none, so airlock-init survives it).
   const spec::SandboxSpec& s = options_.spec;
   CgroupLimits limits;
+  limits.oom_group = true;
   if (!Allowed(degraded_, "cgroup-memory")) limits.memory_bytes = s.resources.memory_mb << 20;
   if (!Allowed(degraded_, "cgroup-pids")) limits.pids_max = s.process.pids_limit;
   if (absl::Status st = cg->SetLimits(limits); !st.ok()) {

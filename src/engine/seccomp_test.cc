@@ -115,11 +115,13 @@ TEST(SeccompTest, TreatmentsAndWidening) {
 TEST(SeccompTest, OrdinaryIoctlsPassAndTerminalInjectionIsRefused) {
   // On /dev/null every tty ioctl that passes the filter fails with ENOTTY in the kernel.
   EXPECT_EQ(Errno([] { return syscall(SYS_ioctl, 0, TCGETS, nullptr); }), ENOTTY);
-  EXPECT_EQ(Errno([] { return syscall(SYS_ioctl, 0, 0x80045430UL /*TIOCGPTN*/, nullptr); }), ENOTTY);
+  EXPECT_EQ(Errno([] { return syscall(SYS_ioctl, 0, 0x80045430UL /*TIOCGPTN*/, nullptr); }),
+            ENOTTY);
   EXPECT_EQ(Errno([] { return syscall(SYS_ioctl, 0, TIOCSTI, nullptr); }), EPERM);
   EXPECT_EQ(Errno([] { return syscall(SYS_ioctl, 0, TIOCLINUX, nullptr); }), EPERM);
   EXPECT_EQ(Errno([] { return syscall(SYS_ioctl, 0, (1UL << 32) | TIOCSTI, nullptr); }), EPERM);
-  EXPECT_EQ(Errno([] { return syscall(SYS_ioctl, 0, (0xffffUL << 48) | TIOCLINUX, nullptr); }), EPERM);
+  EXPECT_EQ(Errno([] { return syscall(SYS_ioctl, 0, (0xffffUL << 48) | TIOCLINUX, nullptr); }),
+            EPERM);
   // Neighbours of the denied values differ in one bit each and must pass.
   for (unsigned long near : {0x5410UL, 0x5413UL, 0x5416UL, 0x541aUL, 0x541eUL, 0x5414UL}) {
     EXPECT_EQ(Errno([near] { return syscall(SYS_ioctl, 0, near, nullptr); }), ENOTTY) << near;

@@ -136,11 +136,15 @@ absl::StatusOr<std::vector<std::string>> CheckHost(const spec::SandboxSpec& s,
     RETURN_IF_ERROR(require(cgroups.HasController(Controller::kCpu), "cgroup-cpu",
                             "the cgroup cpu controller is not available"));
   }
-  if (host.swap_enabled && cgroups.version() == CgroupVersion::kV1 &&
-      ::access("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes", F_OK) != 0) {
-    RETURN_IF_ERROR(require(false, "swap-accounting",
-                            "the host has swap but no cgroup v1 swap accounting, so memory "
-                            "limits could be escaped into swap (boot with swapaccount=1)"));
+  if (host.swap_enabled && cgroups.HasController(Controller::kMemory) &&
+      !cgroups.HasSwapAccounting()) {
+    RETURN_IF_ERROR(require(
+        false, "swap-accounting",
+        fmt::format("the host has swap but no cgroup {} swap accounting ({} is missing), so "
+                    "memory limits could be escaped into swap (boot with swapaccount=1)",
+                    ToString(cgroups.version()),
+                    cgroups.version() == CgroupVersion::kV1 ? "memory.memsw.limit_in_bytes"
+                                                            : "memory.swap.max")));
   }
   return degraded;
 }
