@@ -58,8 +58,7 @@ void OutputCapture::Add(Stream s, std::string_view data) {
   }
 }
 
-std::string OutputCapture::Preview(
-    Stream s, const std::function<std::string(std::string_view)>& redact) const {
+std::string OutputCapture::Preview(Stream s, const Redact& redact) const {
   const StreamState& st = streams_[s];
   std::string tail = st.tail.size() < window_
                          ? st.tail
@@ -67,15 +66,15 @@ std::string OutputCapture::Preview(
   if (st.bytes <= static_cast<int64_t>(st.head.size() + tail.size())) {
     // Head and tail together hold the whole stream (they may overlap).
     size_t rest = static_cast<size_t>(st.bytes) - st.head.size();
-    std::string all = redact(st.head + tail.substr(tail.size() - rest));
+    std::string all = redact(st.head + tail.substr(tail.size() - rest), false, false);
     if (all.size() <= 2 * preview_bytes_) return ToValidUtf8(all);
     size_t omitted = all.size() - 2 * preview_bytes_;
     return ToValidUtf8(fmt::format("{}\n[... {} bytes omitted ...]\n{}",
                                    all.substr(0, preview_bytes_), omitted,
                                    all.substr(all.size() - preview_bytes_)));
   }
-  std::string head = redact(st.head);
-  std::string end = redact(tail);
+  std::string head = redact(st.head, false, true);
+  std::string end = redact(tail, true, false);
   head.resize(std::min(head.size(), preview_bytes_));
   if (end.size() > preview_bytes_) end = end.substr(end.size() - preview_bytes_);
   int64_t omitted = st.bytes - static_cast<int64_t>(2 * preview_bytes_);

@@ -39,12 +39,16 @@ class OutputCapture {
   int64_t kept() const { return kept_; }
   // SHA-256 of every byte of the stream. Call once, after the last Add.
   std::string FinishSha256(Stream s) { return streams_[s].sha.HexDigest(); }
+  // Redacts a piece of a stream; `cut_before`/`cut_after`: the piece was cut out of the stream
+  // there (Redactor::RedactCut).
+  using Redact = std::function<std::string(std::string_view text, bool cut_before, bool cut_after)>;
   // The head and tail of the stream, with a marker for what lies between, made valid UTF-8.
   // `redact` is applied to the head and the tail (with their context) before they are cut to
-  // preview_bytes, so no part of a secret survives at a cut.
-  std::string Preview(Stream s, const std::function<std::string(std::string_view)>& redact) const;
+  // preview_bytes, and told where they were cut out of the stream, so no part of a secret
+  // survives at a cut, however long the secret.
+  std::string Preview(Stream s, const Redact& redact) const;
   std::string Preview(Stream s) const {
-    return Preview(s, [](std::string_view t) { return std::string(t); });
+    return Preview(s, [](std::string_view t, bool, bool) { return std::string(t); });
   }
   // The first error writing the raw log, if any (capture goes on without it).
   const absl::Status& status() const { return status_; }

@@ -76,7 +76,7 @@ TEST(CaptureTest, RedactionSeesSecretsAcrossThePreviewEdge) {
   cap.Add(OutputCapture::kStdout, "12345SECRETVALUE");
   for (int i = 0; i < 100; ++i) cap.Add(OutputCapture::kStdout, "-");
   cap.Add(OutputCapture::kStdout, "SECRETVALUE.end");
-  auto redact = [](std::string_view t) {
+  auto redact = [](std::string_view t, bool, bool) {
     std::string s(t);
     for (size_t pos; (pos = s.find("SECRETVALUE")) != std::string::npos;) s.replace(pos, 11, "#");
     return s;

@@ -40,7 +40,9 @@ absl::Status AnalyzeInto(const CommandSpec& command, const std::string& text, Co
 absl::Status FinishOutput(const CommandSpec& command, const Redactor& redactor,
                           const OutputCapture& capture, const std::string& raw_path,
                           const std::string& log_path, CommandResult* r) {
-  auto redact = [&](std::string_view text) { return redactor.Redact(text); };
+  auto redact = [&](std::string_view text, bool cut_before, bool cut_after) {
+    return redactor.RedactCut(text, cut_before, cut_after);
+  };
   r->stdout_preview = capture.Preview(OutputCapture::kStdout, redact);
   r->stderr_preview = capture.Preview(OutputCapture::kStderr, redact);
 
@@ -56,7 +58,8 @@ absl::Status FinishOutput(const CommandSpec& command, const Redactor& redactor,
   if (!in) return ErrnoStatus(errno, fmt::format("open {}", raw_path));
   UniqueFd out(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
   if (!out) return ErrnoStatus(errno, fmt::format("create {}", log_path));
-  absl::Status s = RedactStream(redactor, in.get(), out.get());
+  // A log cut at maxLogBytes may end inside a registered secret.
+  absl::Status s = RedactStream(redactor, in.get(), out.get(), capture.truncated());
   in.Reset();
   // The unredacted copy goes whatever happened; a half-written log is removed too.
   ::unlink(raw_path.c_str());

@@ -101,7 +101,8 @@ struct Redactor::State {
   RedactorOptions options;
   bool detectors = false;                // options.detectors == kAll
   std::unique_ptr<RE2> explicit_values;  // null when none were given
-  size_t hold_back = kMinHoldBack;  // every bounded match fits in this many bytes
+  std::vector<std::string> literals;     // what explicit_values matches, for cut secrets
+  size_t hold_back = kMinHoldBack;       // every bounded match fits in this many bytes
   size_t window = 0;
 };
 
@@ -344,6 +345,7 @@ absl::StatusOr<Redactor> Redactor::Create(std::vector<std::string> secret_values
       return Internal(
           fmt::format("redactor: compile explicit values: {}", state->explicit_values->error()));
     }
+    state->literals = std::move(literals);
   }
 
   state->detectors = options.detectors == Detectors::kAll;
@@ -377,6 +379,55 @@ std::string Redactor::Redact(std::string_view text) const {
   std::string out;
   out.reserve(text.size());
   AppendRedacted(text, 0, text.size(), FindAllMatches(*state_, text), &out);
+  return out;
+}
+
+namespace {
+
+// The length of the longest proper prefix of `word` that ends `text`: the prefix function
+// (Knuth-Morris-Pratt) of `word`, run over the last |word| - 1 bytes of `text`. O(|word|).
+size_t OverlapAtEnd(std::string_view text, std::string_view word) {
+  if (word.size() < 2) return 0;
+  std::vector<size_t> fail(word.size(), 0);
+  for (size_t i = 1, k = 0; i < word.size(); ++i) {
+    while (k > 0 && word[i] != word[k]) k = fail[k - 1];
+    if (word[i] == word[k]) ++k;
+    fail[i] = k;
+  }
+  size_t k = 0;
+  for (char c : text.substr(text.size() - std::min(text.size(), word.size() - 1))) {
+    while (k > 0 && c != word[k]) k = fail[k - 1];
+    if (c == word[k]) ++k;
+    if (k == word.size()) k = fail[k - 1];  // a whole word is Redact's, not a cut
+  }
+  return k;
+}
+
+}  // namespace
+
+size_t Redactor::CutSecretAtEnd(std::string_view text) const {
+  size_t longest = 0;
+  for (const std::string& literal : state_->literals) {
+    longest = std::max(longest, OverlapAtEnd(text, literal));
+  }
+  return longest;
+}
+
+std::string Redactor::RedactCut(std::string_view text, bool cut_before, bool cut_after) const {
+  size_t tail = cut_after ? CutSecretAtEnd(text) : 0;
+  size_t head = 0;
+  if (cut_before && !state_->literals.empty()) {
+    // The same question on the reversed text and values.
+    std::string reversed(text.rbegin(), text.rend());
+    for (const std::string& literal : state_->literals) {
+      head = std::max(head, OverlapAtEnd(reversed, std::string(literal.rbegin(), literal.rend())));
+    }
+  }
+  const std::string marker = fmt::format("[REDACTED:{}]", ToString(SecretKind::kExplicitValue));
+  if (head + tail >= text.size() && (head > 0 || tail > 0)) return marker;
+  std::string out = head > 0 ? marker : std::string();
+  out += Redact(text.substr(head, text.size() - head - tail));
+  if (tail > 0) out += marker;
   return out;
 }
 
@@ -598,10 +649,29 @@ std::string_view StreamRedactor::Continue(std::string_view chunk) {
   return chunk.substr(consumed);
 }
 
-absl::Status RedactStream(const Redactor& redactor, int in_fd, int out_fd) {
+absl::Status RedactStream(const Redactor& redactor, int in_fd, int out_fd, bool cut_at_end) {
   StreamRedactor stream(redactor);
   std::string buffer(64 << 10, '\0');
   std::string out;
+  // With cut_at_end, the output's last stream_window() bytes (longer than any registered value)
+  // wait for the end, where a cut value may begin.
+  std::string held;
+  auto emit = [&](bool last) -> absl::Status {
+    if (!cut_at_end) return WriteAll(out_fd, out);
+    held += out;
+    if (last) {
+      if (size_t cut = redactor.CutSecretAtEnd(held); cut > 0) {
+        held.resize(held.size() - cut);
+        held += fmt::format("[REDACTED:{}]", ToString(SecretKind::kExplicitValue));
+      }
+      return WriteAll(out_fd, held);
+    }
+    const size_t keep = redactor.stream_window();
+    if (held.size() <= keep) return absl::OkStatus();
+    RETURN_IF_ERROR(WriteAll(out_fd, std::string_view(held).substr(0, held.size() - keep)));
+    held.erase(0, held.size() - keep);
+    return absl::OkStatus();
+  };
   while (true) {
     ssize_t n = ::read(in_fd, buffer.data(), buffer.size());
     if (n < 0) {
@@ -611,11 +681,11 @@ absl::Status RedactStream(const Redactor& redactor, int in_fd, int out_fd) {
     if (n == 0) break;
     out.clear();
     stream.Write(std::string_view(buffer.data(), static_cast<size_t>(n)), &out);
-    RETURN_IF_ERROR_CTX(WriteAll(out_fd, out), "redact stream: write output");
+    RETURN_IF_ERROR_CTX(emit(false), "redact stream: write output");
   }
   out.clear();
   stream.Finish(&out);
-  RETURN_IF_ERROR_CTX(WriteAll(out_fd, out), "redact stream: write output");
+  RETURN_IF_ERROR_CTX(emit(true), "redact stream: write output");
   return absl::OkStatus();
 }
 

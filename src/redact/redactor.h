@@ -125,6 +125,20 @@ class Redactor {
   // A private key block with no END line is redacted to the end of the text.
   std::string Redact(std::string_view text) const;
 
+  // Redact() for a piece cut out of a longer output (a preview's head or tail, a log cut at its
+  // cap), where a registered secret may be cut in two: with `cut_before`, a start of `text`
+  // that is the end of a registered value (or of an encoding of one) is redacted too; with
+  // `cut_after`, an end of `text` that is the start of one. Any length counts, down to one
+  // byte, so no part of a cut secret survives; a piece the size of one byte may therefore be
+  // redacted that was not a secret. A piece that begins after a secret's start and ends before
+  // its end is not recognized: the pieces airlock cuts (a preview's head or tail, a capped log)
+  // always begin or end where their stream does.
+  std::string RedactCut(std::string_view text, bool cut_before, bool cut_after) const;
+
+  // The longest end of `text` (at most `text.size()` bytes) that is a proper start of a
+  // registered value or encoding; 0 when none, or without registered values.
+  size_t CutSecretAtEnd(std::string_view text) const;
+
   // Bytes a StreamRedactor may hold back (options.stream_window, raised as Create says).
   size_t stream_window() const;
 
@@ -212,7 +226,9 @@ class StreamRedactor {
 
 // Copies `in_fd` to `out_fd` through a StreamRedactor until end of input. Retries EINTR and
 // short writes; errors name the failing side ("read input: ...", "write output: ...").
-absl::Status RedactStream(const Redactor& redactor, int in_fd, int out_fd);
+// `cut_at_end`: the input was cut there (a log kept up to its cap), so an end that is the start
+// of a registered value is redacted as in Redactor::RedactCut.
+absl::Status RedactStream(const Redactor& redactor, int in_fd, int out_fd, bool cut_at_end = false);
 
 }  // namespace airlock
 

@@ -27,6 +27,31 @@ TEST(RedactorTest, RedactsExplicitValues) {
               ElementsAre(Finding{SecretKind::kExplicitValue, 2, 18}));
 }
 
+// A piece cut out of a longer output (a preview's window) may begin with the end of a secret
+// or end with its start, even a secret longer than the piece; RedactCut redacts those parts.
+TEST(RedactorTest, RedactCutRedactsTheCutPartsOfASecret) {
+  const std::string secret = "abcdefgh-secret-12345";
+  Redactor r = Make({secret});
+  EXPECT_EQ(r.RedactCut("text ends abcdefgh-se", false, true), "text ends [REDACTED:secret]");
+  EXPECT_EQ(r.RedactCut("text ends abcdefgh-se", false, false), "text ends abcdefgh-se");
+  EXPECT_EQ(r.RedactCut("-12345 begins", true, false), "[REDACTED:secret] begins");
+  EXPECT_EQ(r.RedactCut("-12345 begins", false, true), "-12345 begins");
+  EXPECT_EQ(r.RedactCut("ret-12345 mid " + secret + " and a", true, true),
+            "[REDACTED:secret] mid [REDACTED:secret] and [REDACTED:secret]");
+  // A piece that is all end, or all start, of one secret.
+  EXPECT_EQ(r.RedactCut("fgh-secret-12345", true, true), "[REDACTED:secret]");
+  EXPECT_EQ(r.RedactCut("abcdefgh-s", true, true), "[REDACTED:secret]");
+  EXPECT_EQ(r.RedactCut("no secret here", true, true), "no secret here");
+  EXPECT_EQ(r.CutSecretAtEnd("xx abcd"), 4u);
+  EXPECT_EQ(r.CutSecretAtEnd("xx abcdx"), 0u);
+  // A secret longer than the piece.
+  const std::string long_secret = "L0ng-" + std::string(9000, 'q') + "-end";
+  Redactor l = Make({long_secret});
+  std::string piece = std::string(100, 'z') + long_secret.substr(0, 5000);
+  EXPECT_EQ(l.RedactCut(piece, false, true), std::string(100, 'z') + "[REDACTED:secret]");
+  EXPECT_EQ(Make({}).RedactCut("plain", true, true), "plain");
+}
+
 TEST(RedactorTest, RefusesShortValuesWithoutEchoingThem) {
   absl::StatusOr<Redactor> r = Redactor::Create({"long-enough-value", "abc123"});
   ASSERT_FALSE(r.ok());

@@ -324,6 +324,46 @@ TEST(StreamRedactorTest, RedactStreamCopiesBetweenDescriptors) {
   EXPECT_EQ(result, r.Redact(text));
 }
 
+// A log kept up to its cap may end inside a registered secret (and its encodings): with
+// cut_at_end the start of the secret left at the end is redacted, however long the input and
+// wherever the cut falls; without it the input's end is left as it is.
+TEST(StreamRedactorTest, RedactStreamRedactsASecretCutAtTheEnd) {
+  const std::string secret = "cut-secret-value-0042";
+  Redactor r = Make({secret});
+  std::string body;
+  for (int i = 0; i < 5000; ++i) body += "line " + std::to_string(i) + " " + secret + "\n";
+  auto run = [&](const std::string& text, bool cut) {
+    char path[] = "/tmp/airlock-redact-cut-XXXXXX";
+    UniqueFd file(mkstemp(path));
+    ::unlink(path);
+    UniqueFd out(::open("/dev/null", O_WRONLY));
+    EXPECT_TRUE(WriteAll(file.get(), text).ok());
+    ::lseek(file.get(), 0, SEEK_SET);
+    int pipe_fds[2];
+    EXPECT_EQ(pipe2(pipe_fds, 0), 0);
+    UniqueFd read_end(pipe_fds[0]), write_end(pipe_fds[1]);
+    std::string result;
+    std::thread reader([&] {
+      char buf[8192];
+      ssize_t n;
+      while ((n = read(read_end.get(), buf, sizeof buf)) > 0) result.append(buf, n);
+    });
+    EXPECT_TRUE(RedactStream(r, file.get(), write_end.get(), cut).ok());
+    write_end.Reset();
+    reader.join();
+    return result;
+  };
+  for (size_t keep : {size_t{1}, size_t{7}, secret.size() - 1}) {
+    std::string text = body + secret.substr(0, keep);
+    std::string out = run(text, true);
+    EXPECT_EQ(out, r.Redact(body) + "[REDACTED:secret]") << keep;
+    EXPECT_EQ(run(text, false), r.Redact(body) + secret.substr(0, keep)) << keep;
+  }
+  // A whole secret at the end is an ordinary one; an end unlike any secret stays.
+  EXPECT_EQ(run(body + secret, true), r.Redact(body) + "[REDACTED:secret]");
+  EXPECT_EQ(run(body + "zzz", true), r.Redact(body) + "zzz");
+}
+
 TEST(StreamRedactorTest, RedactStreamReportsReadErrors) {
   Redactor r = Make({});
   absl::Status status = RedactStream(r, -1, 1);

@@ -464,6 +464,50 @@ TEST_P(EscapeTest, RegisteredSecretNeverLeavesInOutput) {
   ASSERT_TRUE(RemoveTree(logs).ok());
 }
 
+// Attack: print a registered secret exactly where a limit cuts the output, so that the cut
+// leaves its first bytes on the kept side: at maxLogBytes in the raw log, and at the end of a
+// preview's window with a secret longer than the window's context (4 KiB). Expected: no part of
+// either secret reaches the log or the previews; the cut part is a [REDACTED:secret] marker.
+TEST_P(EscapeTest, ASecretCutByALimitLeavesNoPartInLogOrPreview) {
+  const std::string secret = "s3cr3t-Value/With+Chars";
+  const std::string long_secret = "L0ng-" + std::string(6000, 'q') + "-end";
+  char tmpl[] = "/tmp/airlock-logs-XXXXXX";
+  std::string logs = mkdtemp(tmpl);
+  SandboxOptions options;
+  options.spec = TestSpec();
+  options.spec.resources.max_log_bytes = 4096;
+  options.tools_dir = AIRLOCK_TEST_TOOLS_DIR;
+  options.cgroups = cgroups_.get();
+  options.log_dir = logs;
+  auto sandbox = NativeSandbox::Create(options);
+  ASSERT_TRUE(sandbox.ok()) << sandbox.status();
+  // The log keeps 4096 bytes: 4086 of padding and the secret's first ten.
+  std::string at_cap = fmt::format(
+      "head -c 4086 /dev/zero | tr '\\0' x; printf '%s' '{}'; head -c 20000 /dev/zero | tr "
+      "'\\0' y",
+      secret);
+  auto r = (*sandbox)->Exec({.argv = {"sh", "-c", at_cap}}, {.secrets = {secret}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->truncated);
+  std::string log = ReadFile(r->raw_log).value_or("");
+  EXPECT_TRUE(log.starts_with(std::string(4086, 'x'))) << log.substr(0, 100);
+  EXPECT_EQ(log.find("s3cr"), std::string::npos) << log.substr(4000);
+  EXPECT_TRUE(log.ends_with("[REDACTED:secret]")) << log.substr(4000);
+  // The preview's head window (2 KiB shown, 4 KiB of context) ends inside the long secret.
+  std::string at_window = fmt::format(
+      "head -c 1000 /dev/zero | tr '\\0' z >&2; printf '%s' '{}' >&2; head -c 20000 /dev/zero | "
+      "tr '\\0' w >&2",
+      long_secret);
+  r = (*sandbox)->Exec({.argv = {"sh", "-c", at_window}}, {.secrets = {long_secret}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->stderr_preview.find("L0ng"), std::string::npos) << r->stderr_preview.substr(0, 1200);
+  EXPECT_EQ(r->stderr_preview.find("qqq"), std::string::npos) << r->stderr_preview.substr(0, 1200);
+  EXPECT_TRUE(r->stderr_preview.starts_with(std::string(1000, 'z') + "[REDACTED:secret]"))
+      << r->stderr_preview.substr(0, 1200);
+  DestroyAndCheckGone(std::move(*sandbox));
+  ASSERT_TRUE(RemoveTree(logs).ok());
+}
+
 TEST_P(EscapeTest, DetectedCredentialsAreRedactedWithoutRegistration) {
   CommandResult r = Shell(
       "echo AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY; "
