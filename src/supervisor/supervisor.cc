@@ -61,11 +61,21 @@ absl::Status ProbePtrace() {
   }
   ::close(pipefd[0]);
   int err = 0;
+  int info_err = 0;  // PTRACE_GET_SYSCALL_INFO's (Linux 5.3), which reads every stopped call
   if (child < 0) {
     err = errno;
   } else if (::ptrace(PTRACE_SEIZE, child, nullptr,
                       reinterpret_cast<void*>(static_cast<long>(PTRACE_O_EXITKILL))) != 0) {
     err = errno;
+  } else if (int status = 0; ::ptrace(PTRACE_INTERRUPT, child, nullptr, nullptr) != 0 ||
+                             ::waitpid(child, &status, __WALL) != child) {
+    info_err = errno;
+  } else {
+    struct __ptrace_syscall_info info;
+    if (::ptrace(PTRACE_GET_SYSCALL_INFO, child, reinterpret_cast<void*>(sizeof(info)), &info) <
+        0) {
+      info_err = errno;
+    }
   }
   ::close(pipefd[1]);
   if (child > 0) {
@@ -77,6 +87,12 @@ absl::Status ProbePtrace() {
     return FailedPrecondition(fmt::format(
         "process.supervisor ptrace: this process may not trace others here (PTRACE_SEIZE: {})",
         std::strerror(err)));
+  }
+  if (info_err != 0) {
+    return FailedPrecondition(
+        fmt::format("process.supervisor ptrace: PTRACE_GET_SYSCALL_INFO is not available ({}); "
+                    "it needs Linux 5.3 or later",
+                    std::strerror(info_err)));
   }
   return absl::OkStatus();
 }
