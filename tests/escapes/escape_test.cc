@@ -51,13 +51,17 @@ TEST_P(EscapeTest, HostHomesAndKeysAreAbsent) {
   EXPECT_EQ(Probe("read", "/tmp/.X11-unix/X0"), "read: ENOENT");
 }
 
-TEST_P(EscapeTest, ShadowIsAnEmptyMask) {
+// Attack: read the host's password hashes, sudoers, SSH host keys, root's and users' homes.
+// Expected: reading /etc/shadow, /etc/gshadow and /etc/sudoers fails (EACCES), /etc/ssh is
+// empty, /root and /home do not exist.
+TEST_P(EscapeTest, HostSecretsCannotBeRead) {
   CommandResult r = Shell(
-      "wc -c < /etc/shadow; ls -A /etc/ssh | wc -l; ls /root /home 2>&1 | "
-      "sed 's/.*cannot access/cannot access/'");
+      "for f in /etc/shadow /etc/gshadow /etc/sudoers; do cat $f >/dev/null 2>&1 && echo read $f; "
+      "done; ls -A /etc/ssh | wc -l; ls /root /home 2>&1 | sed 's/.*cannot access/cannot access/'");
   EXPECT_EQ(r.stdout_preview,
-            "0\n0\ncannot access '/root': No such file or directory\n"
+            "0\ncannot access '/root': No such file or directory\n"
             "cannot access '/home': No such file or directory\n");
+  EXPECT_EQ(Probe("read", "/etc/shadow"), "read: EACCES");
 }
 
 TEST_P(EscapeTest, HostProcIsNotVisible) {

@@ -37,9 +37,12 @@ constexpr const char* kHostRootEntries[] = {"usr",   "bin",   "sbin",   "lib",
 constexpr const char* kReservedRootEntries[] = {"proc", "dev", "sys",  "sandbox",
                                                 "tmp",  "run", "home", "root"};
 // Host secrets masked inside /etc (file masks and directory masks); absent ones are skipped.
-constexpr const char* kMaskedFiles[] = {"/etc/shadow",          "/etc/gshadow", "/etc/shadow-",
-                                        "/etc/gshadow-",        "/etc/sudoers", "/etc/machine-id",
-                                        "/etc/security/opasswd"};
+// Host secrets: a mode-0 file over each, so that reading one fails (EACCES) rather than seeming
+// to succeed.
+constexpr const char* kDeniedFiles[] = {"/etc/shadow",   "/etc/gshadow", "/etc/shadow-",
+                                        "/etc/gshadow-", "/etc/sudoers", "/etc/security/opasswd"};
+// The host's identity: read as empty (programs read it and cope with nothing there).
+constexpr const char* kMaskedFiles[] = {"/etc/machine-id"};
 constexpr const char* kMaskedDirs[] = {"/etc/ssh",      "/etc/sudoers.d", "/etc/ssl/private",
                                        "/etc/polkit-1", "/etc/docker",    "/etc/kubernetes"};
 // Kernel interfaces in /proc that sandboxed code has no business with (config.gz: the host
@@ -326,6 +329,7 @@ absl::Status AddRootFileSystem(Builder& b) {
   for (const char* f : {"passwd", "group", "hosts", "hostname", "resolv.conf"}) {
     b.BindSetup(f, fmt::format("/etc/{}", f), true);
   }
+  for (const char* f : kDeniedFiles) b.BindSetup("denied", f, true);
   for (const char* f : kMaskedFiles) b.BindSetup("empty", f, true);
   for (const char* d : kMaskedDirs) b.BindSetup("emptydir", d, true);
   b.Mkdir("/var");
@@ -434,6 +438,7 @@ void AddGeneratedFiles(Builder& b) {
   // No resolver: names are resolved by the egress proxy, never inside the sandbox.
   b.WriteScratchFile("resolv.conf", "");
   b.WriteScratchFile("empty", "", 0444);
+  b.WriteScratchFile("denied", "", 0);
   MountOp& emptydir = b.Add(Kind::kMkdir, "/emptydir");
   emptydir.mode = 0555;
   emptydir.scratch = true;
