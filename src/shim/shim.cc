@@ -19,6 +19,7 @@
 
 #include "cmdpolicy/policy.h"
 #include "command/command.h"
+#include "command/syscalls.h"
 #include "common/files.h"
 #include "common/logging.h"
 #include "common/status.h"
@@ -53,9 +54,9 @@ struct Chunk {
   std::string data;
 };
 
-// A command the shim started: its state, its result once finished, and its recent output for
-// whoever attaches.
-struct CommandRecord {
+// A command the shim started: its state, its result once finished, and its recent output (and,
+// under a syscall supervisor, its syscall events) for whoever attaches.
+struct CommandRecord : public SyscallEventSink {
   CommandId id;
   std::vector<std::string> argv;
   bool background = false;
@@ -82,6 +83,23 @@ struct CommandRecord {
     }
     cv.notify_all();
   }
+
+  // On the supervisor's thread: the event joins the stream as an event frame
+  // {"type": "syscall", "command_id", "event"}, so an agent can react while the command runs.
+  // At most kMaxStreamedSyscallEvents per command (the result's report has them all, bounded);
+  // past that one {"type": "syscall_events_capped"} says so.
+  void OnSyscallEvent(const SyscallEvent& event) override {
+    uint64_t n = syscall_events_streamed.fetch_add(1, std::memory_order_relaxed);
+    if (n > kMaxStreamedSyscallEvents) return;
+    json frame =
+        n < kMaxStreamedSyscallEvents
+            ? json{{"type", "syscall"}, {"command_id", id.value()}, {"event", ToJson(event)}}
+            : json{{"type", "syscall_events_capped"},
+                   {"command_id", id.value()},
+                   {"streamed", kMaxStreamedSyscallEvents}};
+    Append(Frame::kEvent, frame.dump(-1, ' ', false, json::error_handler_t::replace));
+  }
+  std::atomic<uint64_t> syscall_events_streamed{0};
 
   json Summary() {
     std::lock_guard lock(mu);
@@ -369,6 +387,7 @@ class Shim::Impl {
       eo.on_output = [rec](OutputCapture::Stream s, std::string_view data) {
         rec->Append(s == OutputCapture::kStdout ? Frame::kStdout : Frame::kStderr, data);
       };
+      eo.syscall_events = rec.get();  // rec outlives the command (RunCommand holds it)
     }
     {
       std::lock_guard lock(mu_);

@@ -25,6 +25,8 @@ namespace airlock::shim {
 
 inline constexpr size_t kMaxFinishedCommands = 1024;
 inline constexpr size_t kMaxRecentOutputBytes = 1 << 20;  // per command, for attach
+// Syscall events a streamed command sends at most (each also in the result's bounded report).
+inline constexpr uint64_t kMaxStreamedSyscallEvents = 1000;
 inline constexpr int kMaxConnections = 256;
 
 struct ShimOptions {

@@ -322,6 +322,52 @@ TEST_F(ShimTest, StreamsOutputAndEvents) {
   EXPECT_EQ((*r)["result"]["classification"], "OK");
 }
 
+// Under a syscall supervisor, a streamed command's syscall events arrive while it runs, so an
+// agent can react: here the command makes a denied call and then waits for a file that the test
+// creates only once the denied call's event has arrived; it could not end otherwise.
+TEST_F(ShimTest, StreamsSyscallEventsWhileTheCommandRuns) {
+  spec::SandboxSpec spec;
+  spec.runtime = spec::Runtime::kTraced;
+  spec.process.supervisor = spec::SupervisorMode::kNotify;
+  spec.process.syscalls = {{{"mkdir", "mkdirat"}, {}, "errno(EACCES)"}};
+  ASSERT_TRUE(StartShim(spec).value("ok", false));
+  ShimClient other(socket_);
+  std::vector<json> syscalls;
+  bool released = false;
+  auto r = client_->Stream(
+      {{"op", "exec"},
+       {"stream", true},
+       {"command",
+        {{"argv",
+          {"sh", "-c",
+           "mkdir /sandbox/tmp/x 2>/dev/null; while [ ! -e /sandbox/tmp/go ]; do sleep 0.05; "
+           "done; echo released"}},
+         {"timeout_ms", 20000}}}},
+      [&](Frame type, std::string_view payload) {
+        if (type != Frame::kEvent) return true;
+        json e = json::parse(payload, nullptr, false);
+        if (e.value("type", "") != "syscall") return true;
+        syscalls.push_back(e);
+        if (!released) {
+          released = true;
+          auto go =
+              other.Call({{"op", "exec"}, {"command", {{"argv", {"touch", "/sandbox/tmp/go"}}}}},
+                         milliseconds(30000));
+          EXPECT_TRUE(go.ok()) << go.status();
+        }
+        return true;
+      },
+      milliseconds(30000));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)["result"]["stdout_preview"], "released\n") << r->dump();
+  EXPECT_EQ((*r)["result"]["classification"], "OK") << r->dump();
+  ASSERT_FALSE(syscalls.empty());
+  EXPECT_EQ(syscalls[0]["event"]["syscall"].get<std::string>().rfind("mkdir", 0), 0u)
+      << syscalls[0].dump();
+  EXPECT_EQ(syscalls[0]["event"]["action"], "errno(EACCES)") << syscalls[0].dump();
+  EXPECT_EQ(syscalls[0]["command_id"], (*r)["command_id"]);
+}
+
 TEST_F(ShimTest, BackgroundCommandsAttachAndKill) {
   ASSERT_TRUE(StartShim().value("ok", false));
   json started = Call({{"op", "exec"},
