@@ -136,8 +136,9 @@ absl::StatusOr<HostPattern> HostPattern::Parse(std::string_view text) {
   return p;
 }
 
-bool HostPattern::PortMatches(uint16_t port) const {
-  return port_ ? *port_ == port : IsWebPort(port);
+bool HostPattern::PortMatches(uint16_t port, bool tunnel) const {
+  if (port_) return *port_ == port;
+  return tunnel ? port == 443 : IsWebPort(port);
 }
 
 bool HostPattern::NameMatches(const HostName& host) const {
@@ -153,8 +154,8 @@ bool HostPattern::NameMatches(const HostName& host) const {
   return false;
 }
 
-bool HostPattern::Matches(const HostName& host, uint16_t port) const {
-  return PortMatches(port) && NameMatches(host);
+bool HostPattern::Matches(const HostName& host, uint16_t port, bool tunnel) const {
+  return PortMatches(port, tunnel) && NameMatches(host);
 }
 
 bool HostPattern::IsCoveredBy(const HostPattern& other) const {

@@ -45,8 +45,10 @@ class HostPattern {
  public:
   static absl::StatusOr<HostPattern> Parse(std::string_view text);
 
-  // True when `host` on `port` is covered by this pattern.
-  bool Matches(const HostName& host, uint16_t port) const;
+  // True when `host` on `port` is covered by this pattern. Without a port the pattern covers
+  // the web ports: 80 and 443 for plain HTTP, 443 only for a `tunnel` (CONNECT), since a tunnel
+  // to port 80 would carry plain HTTP past the proxy's parsing (its Host header unchecked).
+  bool Matches(const HostName& host, uint16_t port, bool tunnel = false) const;
 
   // True when every host and port this pattern matches is also matched by `other`.
   bool IsCoveredBy(const HostPattern& other) const;
@@ -61,7 +63,7 @@ class HostPattern {
   std::optional<IpAddress> ip_;
   std::optional<uint16_t> port_;
 
-  bool PortMatches(uint16_t port) const;
+  bool PortMatches(uint16_t port, bool tunnel) const;
   bool NameMatches(const HostName& host) const;
 };
 

@@ -154,7 +154,9 @@ class NetnsEgressTest : public ::testing::Test {
 };
 
 TEST_F(NetnsEgressTest, CurlReachesAnAllowedHostOverHttpAndConnect) {
-  Start(MakePolicy(NetworkProfile::kDependencyEgress, {"registry.test"}));
+  // The test hosts serve on port 80: a CONNECT there needs the port named (a portless pattern
+  // allows tunnels to 443 only).
+  Start(MakePolicy(NetworkProfile::kDependencyEgress, {"registry.test", "registry.test:80"}));
   CommandOutput plain = Curl("http://registry.test/hello");
   EXPECT_EQ(plain.output, "hello from host-a\n\n200") << plain.output;
   CommandOutput tunnel = Curl("http://registry.test/hello", {"--proxytunnel"});

@@ -190,6 +190,7 @@ absl::StatusOr<Policy> Policy::Compile(const spec::Network& network, const Opera
 }
 
 Decision Policy::CheckRequest(const EgressRequest& request) const {
+  const bool tunnel = request.kind == RequestKind::kConnect;
   switch (profile_) {
     case spec::NetworkProfile::kNone:
       return Decision::Block("profile:none");
@@ -202,10 +203,10 @@ Decision Policy::CheckRequest(const EgressRequest& request) const {
       bool host_matched = false;
       bool method_matched = false;
       for (const Rule& rule : rules_) {
-        if (!rule.host.Matches(request.host, request.port)) continue;
+        if (!rule.host.Matches(request.host, request.port, tunnel)) continue;
         host_matched = true;
         bool unrestricted = rule.methods.empty() && rule.path_prefixes.empty();
-        if (request.kind == RequestKind::kConnect) {
+        if (tunnel) {
           // Inside a TLS tunnel neither method nor path can be checked.
           if (unrestricted) return Decision::Allow();
           continue;
@@ -223,15 +224,15 @@ Decision Policy::CheckRequest(const EgressRequest& request) const {
         }
       }
       for (const HostPattern& pattern : allow_) {
-        if (pattern.Matches(request.host, request.port)) return Decision::Allow();
+        if (pattern.Matches(request.host, request.port, tunnel)) return Decision::Allow();
       }
       if (!host_matched) return Decision::Block("not-allowlisted");
-      if (request.kind == RequestKind::kConnect) return Decision::Block("restricted-http:connect");
+      if (tunnel) return Decision::Block("restricted-http:connect");
       return Decision::Block(method_matched ? "restricted-http:path" : "restricted-http:method");
     }
   }
   for (const HostPattern& pattern : allow_) {
-    if (pattern.Matches(request.host, request.port)) return Decision::Allow();
+    if (pattern.Matches(request.host, request.port, tunnel)) return Decision::Allow();
   }
   return Decision::Block("not-allowlisted");
 }

@@ -42,6 +42,21 @@ const NetworkProfile kAllProfiles[] = {NetworkProfile::kNone, NetworkProfile::kD
                                        NetworkProfile::kRepoEgress, NetworkProfile::kRestrictedHttp,
                                        NetworkProfile::kOpen};
 
+// Attack: CONNECT to an allowed registry's port 80 and speak plain HTTP through the tunnel,
+// with a Host header naming another site behind the same front end; the proxy's plain-HTTP path
+// (which sets Host from the checked URL) is bypassed. Expected: a pattern without a port allows
+// CONNECT to 443 only; port 80 needs the port named, and plain HTTP keeps 80 and 443.
+TEST(PolicyTest, APortlessPatternAllowsTunnelsTo443Only) {
+  Policy p =
+      Compile(Net(NetworkProfile::kDependencyEgress, {"registry.example", "git.example:80"}));
+  EXPECT_TRUE(Connect(p, "registry.example", 443).allowed);
+  EXPECT_EQ(Connect(p, "registry.example", 80).rule, "not-allowlisted");
+  EXPECT_TRUE(Http(p, "registry.example", "GET", "/", 80).allowed);
+  EXPECT_TRUE(Http(p, "registry.example", "GET", "/", 443).allowed);
+  EXPECT_TRUE(Connect(p, "git.example", 80).allowed);
+  EXPECT_FALSE(Connect(p, "git.example", 443).allowed);
+}
+
 TEST(PolicyTest, NoneBlocksEverythingBeforeResolving) {
   Policy p = Compile(Net(NetworkProfile::kNone, {"example.com"}));
   EXPECT_EQ(Connect(p, "example.com").rule, "profile:none");

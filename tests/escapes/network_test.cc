@@ -123,7 +123,10 @@ TEST_F(NetworkTest, ProfileNoneHasNoRouteAndNoProxy) {
 }
 
 TEST_F(NetworkTest, AllowedHostWorksWithCurl) {
-  auto sb = Make(Spec(spec::NetworkProfile::kDependencyEgress, {"registry.test"}));
+  // The test hosts serve on port 80: a CONNECT there needs the port named (a portless pattern
+  // allows tunnels to 443 only).
+  auto sb =
+      Make(Spec(spec::NetworkProfile::kDependencyEgress, {"registry.test", "registry.test:80"}));
   ASSERT_NE(sb, nullptr);
   CommandResult r = Curl(*sb, "http://registry.test/hello");
   EXPECT_EQ(r.classification, Classification::kOk) << r.stderr_preview;
