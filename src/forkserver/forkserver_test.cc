@@ -314,6 +314,22 @@ TEST_F(ForkServerTest, WorkerThatReportsAndLingersIsStillKilled) {
   EXPECT_EQ(RunPython("print('next')").stdout_preview, "next\n");
 }
 
+// A zygote that dies while the server is idle is replaced at once: the next request does not
+// wait for a preload.
+TEST_F(ForkServerTest, AZygoteThatDiesWhileIdleIsReplacedWithoutARequest) {
+  StartServer();
+  pid_t zygote = server_->zygote_pid();
+  ASSERT_GT(zygote, 0);
+  ASSERT_EQ(kill(zygote, SIGKILL), 0);
+  for (int i = 0; i < 200 && server_->zygote_starts() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(server_->zygote_starts(), 2) << "no new zygote within 10 s";
+  EXPECT_NE(server_->zygote_pid(), zygote);
+  EXPECT_EQ(RunPython("print('again')").stdout_preview, "again\n");
+  EXPECT_EQ(server_->zygote_starts(), 2);
+}
+
 TEST_F(ForkServerTest, KilledZygoteIsRecreated) {
   StartServer();
   pid_t zygote = server_->zygote_pid();

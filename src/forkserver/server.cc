@@ -260,22 +260,54 @@ void ForkServer::Wake() {
   (void)!::write(wake_event_.get(), &one, sizeof(one));
 }
 
+absl::Status ForkServer::ReplaceDeadZygote() {
+  std::lock_guard zlock(zygote_mu_);
+  if (ZygoteAlive()) return absl::OkStatus();
+  Log().Warn("zygote gone; starting a new one", {});
+  StopZygote();
+  return StartZygote();
+}
+
 void ForkServer::ServeLoop() {
+  // A zygote that dies while idle is replaced at once, not by the next request (which would
+  // then wait for the preload); at most once a second, so one that dies at every start does not
+  // spin.
+  constexpr milliseconds kMinRestartInterval{1000};
+  auto next_restart = std::chrono::steady_clock::now();
   for (;;) {
     bool room;
     {
       std::lock_guard lock(mu_);
       room = active_ < options_.max_concurrent;
     }
-    struct pollfd p[3] = {{stop_event_.get(), POLLIN, 0},
+    int zygote_fd = -1;
+    {
+      std::lock_guard zlock(zygote_mu_);
+      if (zygote_pidfd_) zygote_fd = zygote_pidfd_.get();
+    }
+    int timeout_ms = -1;
+    if (auto now = std::chrono::steady_clock::now(); zygote_fd >= 0 && now < next_restart) {
+      timeout_ms = static_cast<int>(
+          std::chrono::duration_cast<milliseconds>(next_restart - now).count() + 1);
+      zygote_fd = -1;
+    }
+    struct pollfd p[4] = {{stop_event_.get(), POLLIN, 0},
                           {wake_event_.get(), POLLIN, 0},
-                          {room ? listen_.get() : -1, POLLIN, 0}};
-    if (::poll(p, 3, -1) < 0) {
+                          {room ? listen_.get() : -1, POLLIN, 0},
+                          {zygote_fd, POLLIN, 0}};
+    if (::poll(p, 4, timeout_ms) < 0) {
       if (errno == EINTR) continue;
       Log().Error("poll", {{"error", std::strerror(errno)}});
       return;
     }
     if (p[0].revents) return;
+    if (p[3].revents) {
+      // Here, on this thread: the zygote's and its workers' parent-death signal follow it.
+      if (absl::Status st = ReplaceDeadZygote(); !st.ok()) {
+        Log().Error("zygote restart failed", {{"error", Message(st)}});
+      }
+      next_restart = std::chrono::steady_clock::now() + kMinRestartInterval;
+    }
     if (p[1].revents) {
       uint64_t n;
       (void)!::read(wake_event_.get(), &n, sizeof(n));
@@ -286,15 +318,7 @@ void ForkServer::ServeLoop() {
       }
       if (restart) {
         // Here, on this thread: the zygote's and its workers' parent-death signal follow it.
-        absl::Status st;
-        {
-          std::lock_guard zlock(zygote_mu_);
-          if (!ZygoteAlive()) {
-            Log().Warn("zygote gone; starting a new one", {});
-            StopZygote();
-            st = StartZygote();
-          }
-        }
+        absl::Status st = ReplaceDeadZygote();
         std::lock_guard lock(mu_);
         restart_requested_ = false;
         restart_status_ = st;

@@ -92,6 +92,9 @@ class ForkServer {
   absl::StatusOr<std::string> Run(const std::string& payload,
                                   std::unique_ptr<engine::ForkedSandbox>* used);
   absl::StatusOr<std::unique_ptr<engine::ForkedSandbox>> PrepareSandbox();
+  // Under zygote_mu_: when the zygote is gone, stops what is left of it and starts a new one.
+  // Runs on the serve loop's thread only (the zygote's parent-death signal follows that thread).
+  absl::Status ReplaceDeadZygote();
   // Removes the sandbox of the request just answered, and prepares the next one.
   void AfterReply(std::unique_ptr<engine::ForkedSandbox> used);
   // Sends one fork request to the zygote and reads its answer; *lost when the zygote is gone.
