@@ -159,7 +159,9 @@ bool HostPattern::Matches(const HostName& host, uint16_t port, bool tunnel) cons
 }
 
 bool HostPattern::IsCoveredBy(const HostPattern& other) const {
-  bool ports_covered = other.port_ ? port_ == other.port_ : (!port_ || IsWebPort(*port_));
+  // A portless `other` covers 80 and 443 for plain HTTP but 443 only for tunnels, so of the named
+  // ports it covers 443 alone (":80" would add CONNECT to port 80).
+  bool ports_covered = other.port_ ? port_ == other.port_ : (!port_ || *port_ == 443);
   if (!ports_covered) return false;
   if (kind_ != Kind::kSuffix) return other.NameMatches(HostName{host_, ip_});
   // Every name below *.host_ is below *.other.host_ when host_ is other.host_ or below it.

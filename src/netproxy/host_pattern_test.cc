@@ -93,6 +93,7 @@ TEST(HostPatternTest, Coverage) {
   EXPECT_FALSE(P("example.com").IsCoveredBy(P("*.example.com")));
   EXPECT_TRUE(P("a.example.com:443").IsCoveredBy(P("a.example.com")));
   EXPECT_FALSE(P("a.example.com:8080").IsCoveredBy(P("a.example.com")));
+  EXPECT_FALSE(P("a.example.com:80").IsCoveredBy(P("a.example.com")));  // CONNECT to 80
   EXPECT_FALSE(P("a.example.com").IsCoveredBy(P("a.example.com:443")));
   EXPECT_TRUE(P("192.0.2.1").IsCoveredBy(P("192.0.2.1")));
 }

@@ -55,6 +55,14 @@ TEST(PolicyTest, APortlessPatternAllowsTunnelsTo443Only) {
   EXPECT_TRUE(Http(p, "registry.example", "GET", "/", 443).allowed);
   EXPECT_TRUE(Connect(p, "git.example", 80).allowed);
   EXPECT_FALSE(Connect(p, "git.example", 443).allowed);
+  // Adding ":80" to a portless pattern opens CONNECT to 80: a loosening, not a tightening.
+  Policy portless = Compile(Net(NetworkProfile::kDependencyEgress, {"git.example"}));
+  Policy with80 =
+      Compile(Net(NetworkProfile::kDependencyEgress, {"git.example", "git.example:80"}));
+  Policy only443 = Compile(Net(NetworkProfile::kDependencyEgress, {"git.example:443"}));
+  EXPECT_FALSE(with80.IsNoLooserThan(portless));
+  EXPECT_TRUE(only443.IsNoLooserThan(portless));
+  EXPECT_FALSE(portless.IsNoLooserThan(only443));
 }
 
 TEST(PolicyTest, NoneBlocksEverythingBeforeResolving) {
@@ -292,8 +300,12 @@ TEST(PolicyTest, AnOpenedNameReachesPrivateUseSpaceOnly) {
   Policy cidrs = Compile(Net(NetworkProfile::kOpen), op);
   EXPECT_TRUE(cidrs.CheckAddress(host, 443, *IpAddress::Parse("127.0.0.1")).allowed);
   EXPECT_TRUE(cidrs.CheckAddress(host, 443, *IpAddress::Parse("10.0.0.5"), true).allowed);
-  op.open_private_cidrs = {"100.100.0.0/16"};
-  EXPECT_FALSE(Policy::Compile(Net(NetworkProfile::kOpen), op).ok());
+  // An operator may open the shared address space around it; the address stays refused.
+  op.open_private_cidrs = {"100.64.0.0/10"};
+  Policy cgnat = Compile(Net(NetworkProfile::kOpen), op);
+  EXPECT_TRUE(cgnat.CheckAddress(host, 443, *IpAddress::Parse("100.100.100.1")).allowed);
+  EXPECT_EQ(cgnat.CheckAddress(host, 443, *IpAddress::Parse("100.100.100.200")).rule,
+            "always-denied:100.100.100.200/32 (metadata)");
 }
 
 // The operator's file is checked where it is loaded: each bad file is refused with an error that
