@@ -190,7 +190,10 @@ Decision Session::Decide(const Policy& policy) const {
 }
 
 void Session::Recheck() {
-  if (finished_ || !(tunnel_ || in_exchange_) || !upstream_host_ || !upstream_ip_) return;
+  // Still resolving or connecting: StillAllowed checks once connected.
+  if (finished_ || connecting_ || !(tunnel_ || in_exchange_) || !upstream_host_ || !upstream_ip_) {
+    return;
+  }
   Decision d = Decide(*sandbox_->policy());
   if (d.allowed) return;
   Blocked(host_, address_, port_, d.rule);
@@ -350,6 +353,9 @@ asio::awaitable<void> Session::HandleConnect(http::request_parser<http::empty_bo
     co_return;
   }
   tunnel_ = true;  // the decision below is CONNECT's
+  // An upstream of an earlier plain-HTTP request on this connection is not this tunnel's.
+  upstream_host_.reset();
+  upstream_ip_.reset();
   if (!co_await OpenUpstream(*policy, *host, port_)) co_return;
   // From here on a policy update closes the tunnel if the new policy refuses it (Recheck).
   if (!co_await StillAllowed(policy)) co_return;
