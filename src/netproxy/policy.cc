@@ -10,11 +10,16 @@
 namespace airlock::netproxy {
 namespace {
 
-enum class Kind { kMetadata, kPrivateUse, kOther };
+// kMetadataInPrivateUse: a metadata address inside private-use space (Alibaba Cloud's, in
+// 100.64/10). Never reached, like every metadata range, but an operator may open a range around
+// it (100.64.0.0/10 for a CGNAT or tailnet registry): the address check refuses it first.
+enum class Kind { kMetadata, kMetadataInPrivateUse, kPrivateUse, kOther };
 
 DeniedRange Range(std::string_view text, std::string_view what, Kind kind = Kind::kOther) {
   absl::StatusOr<Cidr> cidr = Cidr::Parse(text);
-  return DeniedRange{*cidr, text, what, kind == Kind::kMetadata, kind == Kind::kPrivateUse};
+  bool metadata = kind == Kind::kMetadata || kind == Kind::kMetadataInPrivateUse;
+  return DeniedRange{
+      *cidr, text, what, metadata, kind == Kind::kPrivateUse, kind == Kind::kMetadata};
 }
 
 std::string Upper(std::string_view s) {
@@ -97,7 +102,7 @@ const std::vector<DeniedRange>& AlwaysDeniedRanges() {
   static const std::vector<DeniedRange> kRanges = {
       Range("169.254.0.0/16", "metadata", Kind::kMetadata),
       Range("fd00:ec2::254/128", "metadata", Kind::kMetadata),
-      Range("100.100.100.200/32", "metadata", Kind::kMetadata),
+      Range("100.100.100.200/32", "metadata", Kind::kMetadataInPrivateUse),
       Range("0.0.0.0/8", "this-network"),
       Range("10.0.0.0/8", "private", Kind::kPrivateUse),
       Range("100.64.0.0/10", "shared-address-space", Kind::kPrivateUse),
@@ -173,7 +178,7 @@ absl::StatusOr<Policy> Policy::Compile(const spec::Network& network, const Opera
   for (const std::string& c : op.open_private_cidrs) {
     ASSIGN_OR_RETURN(Cidr cidr, Cidr::Parse(c), "operator policy: open CIDR");
     for (const DeniedRange& r : AlwaysDeniedRanges()) {
-      if (r.metadata && cidr.Overlaps(r.cidr)) {
+      if (r.refuse_open_overlap && cidr.Overlaps(r.cidr)) {
         return InvalidArgument(fmt::format(
             "operator policy: open CIDR \"{}\" overlaps the metadata range {}, which can never "
             "be opened",

@@ -65,6 +65,10 @@ struct DeniedRange {
   // this-network, multicast, link-local, ...) and the node's own addresses only an
   // open_private_cidrs entry opens.
   bool private_use = false;
+  // An open_private_cidrs entry overlapping it is refused when the policy is compiled (the
+  // link-local metadata ranges); a metadata address inside private-use space only stays
+  // unreachable (the address check refuses metadata before it looks at what is open).
+  bool refuse_open_overlap = false;
 };
 
 // The ranges no sandbox may reach, in every profile (docs/network.md lists them).
