@@ -414,21 +414,26 @@ size_t Redactor::CutSecretAtEnd(std::string_view text) const {
 }
 
 std::string Redactor::RedactCut(std::string_view text, bool cut_before, bool cut_after) const {
-  size_t tail = cut_after ? CutSecretAtEnd(text) : 0;
+  // Whole secrets first: a secret that ends the piece may itself end with the start of a
+  // registered value, and must still be redacted whole. What is left raw at either edge is then
+  // looked at for a cut one.
+  std::string out = Redact(text);
+  size_t tail = cut_after ? CutSecretAtEnd(out) : 0;
   size_t head = 0;
   if (cut_before && !state_->literals.empty()) {
     // The same question on the reversed text and values.
-    std::string reversed(text.rbegin(), text.rend());
+    std::string reversed(out.rbegin(), out.rend());
     for (const std::string& literal : state_->literals) {
       head = std::max(head, OverlapAtEnd(reversed, std::string(literal.rbegin(), literal.rend())));
     }
   }
+  if (head == 0 && tail == 0) return out;
   const std::string marker = fmt::format("[REDACTED:{}]", ToString(SecretKind::kExplicitValue));
-  if (head + tail >= text.size() && (head > 0 || tail > 0)) return marker;
-  std::string out = head > 0 ? marker : std::string();
-  out += Redact(text.substr(head, text.size() - head - tail));
-  if (tail > 0) out += marker;
-  return out;
+  if (head + tail >= out.size()) return marker;
+  std::string cut = head > 0 ? marker : std::string();
+  cut.append(out, head, out.size() - head - tail);
+  if (tail > 0) cut += marker;
+  return cut;
 }
 
 size_t Redactor::stream_window() const { return state_->window; }

@@ -50,6 +50,11 @@ TEST(RedactorTest, RedactCutRedactsTheCutPartsOfASecret) {
   std::string piece = std::string(100, 'z') + long_secret.substr(0, 5000);
   EXPECT_EQ(l.RedactCut(piece, false, true), std::string(100, 'z') + "[REDACTED:secret]");
   EXPECT_EQ(Make({}).RedactCut("plain", true, true), "plain");
+  // A whole secret at the edge whose own end starts a registered value is redacted whole.
+  Redactor w = Make({"s3cr3t-value-xyzs"});
+  EXPECT_EQ(w.RedactCut("log: s3cr3t-value-xyzs", false, true), "log: [REDACTED:secret]");
+  Redactor pem = Make({"-----abc-secret-----"});
+  EXPECT_EQ(pem.RedactCut("-----abc-secret----- after", true, false), "[REDACTED:secret] after");
 }
 
 TEST(RedactorTest, RefusesShortValuesWithoutEchoingThem) {
