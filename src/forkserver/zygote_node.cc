@@ -310,7 +310,9 @@ napi_value Serve(napi_env env, napi_callback_info) {
   std::optional<ForkRequest> request =
       internal::ServeForks(node_threads, {.before = [] {
                              // V8 marks its heap DONTFORK: undone.
-                             internal::KeepSharedMappingsFromWorkers(true);
+                             if (!internal::KeepSharedMappingsFromWorkers(true)) {
+                               std::abort();  // a worker must not share what it could write
+                             }
                            }});
   if (!request) return nullptr;
   if (absl::Status st = EnterNode(env); !st.ok()) {

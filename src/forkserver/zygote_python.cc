@@ -10,6 +10,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -97,7 +98,10 @@ PyObject* Serve(PyObject*, PyObject*) {
   internal::ForkHooks hooks;
   hooks.before = [] {
     FlushStdio();
-    internal::KeepSharedMappingsFromWorkers(false);
+    if (!internal::KeepSharedMappingsFromWorkers(false)) {
+      std::fputs("airlock-zygote-python: cannot read /proc/self/maps or smaps\n", stderr);
+      std::abort();  // a worker must not share what it could write; the server starts anew
+    }
     PyOS_BeforeFork();
   };
   hooks.after = PyOS_AfterFork_Parent;

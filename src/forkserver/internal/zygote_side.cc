@@ -73,25 +73,63 @@ std::optional<ForkRequest> ServeForks(int threads, const ForkHooks& hooks) {
   }
 }
 
-void KeepSharedMappingsFromWorkers(bool share_private) {
-  FILE* maps = std::fopen("/proc/self/maps", "re");
-  if (maps == nullptr) return;
+namespace {
+
+// Calls `on_line` for each line of a /proc file (a line longer than the buffer is cut there; the
+// rest of it is skipped). False when the file cannot be opened.
+template <typename OnLine>
+bool ForEachLine(const char* path, OnLine on_line) {
+  FILE* f = std::fopen(path, "re");
+  if (f == nullptr) return false;
   char line[512];
-  while (std::fgets(line, sizeof(line), maps) != nullptr) {
-    unsigned long start = 0, end = 0;
-    char perms[5] = {};
-    if (std::sscanf(line, "%lx-%lx %4s", &start, &end, perms) == 3) {
-      if (perms[3] != 'p') {
-        ::madvise(reinterpret_cast<void*>(start), end - start, MADV_DONTFORK);
-      } else if (share_private) {
-        ::madvise(reinterpret_cast<void*>(start), end - start, MADV_DOFORK);
-      }
-    }
-    // The rest of a line longer than the buffer is not a mapping's start.
-    while (std::strchr(line, '\n') == nullptr && std::fgets(line, sizeof(line), maps) != nullptr) {
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    on_line(line);
+    while (std::strchr(line, '\n') == nullptr && std::fgets(line, sizeof(line), f) != nullptr) {
     }
   }
-  std::fclose(maps);
+  std::fclose(f);
+  return true;
+}
+
+struct Mapping {
+  unsigned long start = 0, end = 0;
+  char perms[5] = {};
+};
+
+bool ParseMapping(const char* line, Mapping* m) {
+  return std::sscanf(line, "%lx-%lx %4s", &m->start, &m->end, m->perms) == 3;
+}
+
+}  // namespace
+
+bool KeepSharedMappingsFromWorkers(bool share_private) {
+  bool any_shared = false;
+  bool read = ForEachLine("/proc/self/maps", [&](const char* line) {
+    Mapping m;
+    if (!ParseMapping(line, &m)) return;
+    if (m.perms[3] != 'p') {
+      any_shared = true;
+    } else if (share_private) {
+      ::madvise(reinterpret_cast<void*>(m.start), m.end - m.start, MADV_DOFORK);
+    }
+  });
+  if (!read) return false;
+  if (!any_shared) return true;
+  // Which shared mappings may be written: VmFlags "mw" (may write; a read-only mapping of a
+  // file opened read-only has none, and stays: numpy.load(mmap_mode='r'), model weights).
+  Mapping current;
+  bool in_shared = false;
+  return ForEachLine("/proc/self/smaps", [&](const char* line) {
+    if (Mapping m; ParseMapping(line, &m)) {
+      current = m;
+      in_shared = m.perms[3] != 'p';
+      return;
+    }
+    if (!in_shared || std::strncmp(line, "VmFlags:", 8) != 0) return;
+    if (std::strstr(line, " mw") != nullptr) {
+      ::madvise(reinterpret_cast<void*>(current.start), current.end - current.start, MADV_DONTFORK);
+    }
+  });
 }
 
 }  // namespace airlock::forkserver::internal

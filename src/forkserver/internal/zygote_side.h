@@ -25,14 +25,15 @@ struct ForkHooks {
   std::function<void()> before_clone;
 };
 
-// Marks every shared mapping of the zygote MADV_DONTFORK, so no worker gets one: a shared
-// mapping (a preload's mmap(MAP_SHARED), multiprocessing's shared arrays) would be memory every
-// worker and the zygote write to. With `share_private`, private mappings are marked
-// MADV_DOFORK (undoing a runtime's own DONTFORK, V8's heap, so workers get them
-// copy-on-write); otherwise they are left as they are. Runs before each fork: a preload's
-// mappings may change until the first. A zygote that cannot read /proc/self/maps marks
-// nothing: the worker then fails its check of its own maps and is reported as a crash.
-void KeepSharedMappingsFromWorkers(bool share_private);
+// Marks every shared mapping of the zygote that may be written MADV_DONTFORK, so no worker gets
+// one: such a mapping (a preload's mmap(MAP_SHARED), multiprocessing's shared arrays, a memmap
+// in r+ mode) would be memory every worker and the zygote write to. A read-only shared mapping
+// of a file opened read-only (no "mw" in its VmFlags: numpy.load(mmap_mode='r'), model weights)
+// is kept: nobody can write it. With `share_private`, private mappings are marked MADV_DOFORK
+// (undoing a runtime's own DONTFORK, V8's heap, so workers get them copy-on-write); otherwise
+// they are left as they are. Runs before each fork: a preload's mappings may change until the
+// first. False when /proc/self/maps or smaps cannot be read: the caller must not fork.
+bool KeepSharedMappingsFromWorkers(bool share_private);
 
 // Serves kFork requests: forks each worker (engine::ForkWorker with `threads`, see there), closes
 // the request's descriptors and replies with the worker's pid and pidfd, or why it failed; a
