@@ -133,12 +133,12 @@ TEST_P(CgroupContractTest, AddProcessListAndKill) {
 TEST_P(CgroupContractTest, TheKillByPidSparesAProcessOutsideTheCgroup) {
   Child outsider("exec sleep 1000");
   outsider.Release();
-  internal::KillIfMember(outsider.pid(), cg_->name());
+  ASSERT_TRUE(internal::KillIfMember(outsider.pid(), cg_->name()).ok());
   EXPECT_EQ(outsider.Wait(std::chrono::milliseconds(300)), -1) << "an outsider was killed";
   Child member("exec sleep 1000");
   ASSERT_TRUE(cg_->AddProcess(member.pid()).ok());
   member.Release();
-  internal::KillIfMember(member.pid(), cg_->name());
+  ASSERT_TRUE(internal::KillIfMember(member.pid(), cg_->name()).ok());
   int status = member.Wait();
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
 }

@@ -157,18 +157,21 @@ class CgroupV1 : public Cgroup {
     }
     auto kill_all = [&]() -> absl::StatusOr<bool> {
       ASSIGN_OR_RETURN(std::vector<pid_t> pids, ReadProcsRecursive(procs_dir));
-      for (pid_t p : pids) KillIfMember(p, name_);
+      for (pid_t p : pids) RETURN_IF_ERROR(KillIfMember(p, name_));
       return pids.empty();
     };
     absl::StatusOr<bool> empty = kill_all();
     if (frozen) RETURN_IF_ERROR(Thaw());
-    if (!empty.ok()) return empty.status();
+    if (!empty.ok()) return Annotate(empty.status(), fmt::format("kill cgroup {}", name_));
+    absl::Status failed;
     bool done = WaitFor(
         [&] {
           absl::StatusOr<bool> e = kill_all();
+          failed = e.status();
           return !e.ok() || *e;
         },
         timeout);
+    if (!failed.ok()) return Annotate(failed, fmt::format("kill cgroup {}", name_));
     if (!done) {
       return absl::DeadlineExceededError(fmt::format(
           "kill cgroup {}: processes still present after {} ms", name_, timeout.count()));

@@ -119,8 +119,10 @@ class CgroupV2 : public Cgroup {
       // SIGKILLs be delivered.
       RETURN_IF_ERROR(Freeze());
       ASSIGN_OR_RETURN(std::vector<pid_t> pids, Processes());
-      for (pid_t p : pids) KillIfMember(p, name_);
+      absl::Status killed;
+      for (pid_t p : pids) killed.Update(KillIfMember(p, name_));
       RETURN_IF_ERROR(Thaw());
+      RETURN_IF_ERROR(killed, fmt::format("kill cgroup {}", name_));
     }
     if (!WaitFor([&] { return ReadKeyedValue(dir_ + "/cgroup.events", "populated") != 1; },
                  timeout)) {

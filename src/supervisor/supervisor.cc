@@ -61,15 +61,19 @@ absl::Status ProbePtrace() {
   }
   ::close(pipefd[0]);
   int err = 0;
+  int stop_err = 0;  // stopping the seized child (PTRACE_INTERRUPT and its wait)
   int info_err = 0;  // PTRACE_GET_SYSCALL_INFO's (Linux 5.3), which reads every stopped call
   if (child < 0) {
     err = errno;
   } else if (::ptrace(PTRACE_SEIZE, child, nullptr,
                       reinterpret_cast<void*>(static_cast<long>(PTRACE_O_EXITKILL))) != 0) {
     err = errno;
-  } else if (int status = 0; ::ptrace(PTRACE_INTERRUPT, child, nullptr, nullptr) != 0 ||
-                             ::waitpid(child, &status, __WALL) != child) {
-    info_err = errno;
+  } else if (::ptrace(PTRACE_INTERRUPT, child, nullptr, nullptr) != 0) {
+    stop_err = errno;
+  } else if (int status = 0, rc = 0;
+             (rc = static_cast<int>(TEMP_FAILURE_RETRY(::waitpid(child, &status, __WALL)))) !=
+             child) {
+    stop_err = rc < 0 ? errno : ECHILD;
   } else {
     struct __ptrace_syscall_info info;
     if (::ptrace(PTRACE_GET_SYSCALL_INFO, child, reinterpret_cast<void*>(sizeof(info)), &info) <
@@ -87,6 +91,10 @@ absl::Status ProbePtrace() {
     return FailedPrecondition(fmt::format(
         "process.supervisor ptrace: this process may not trace others here (PTRACE_SEIZE: {})",
         std::strerror(err)));
+  }
+  if (stop_err != 0) {
+    return Internal(fmt::format("process.supervisor ptrace: probe: stop the seized child: {}",
+                                std::strerror(stop_err)));
   }
   if (info_err != 0) {
     return FailedPrecondition(

@@ -169,12 +169,19 @@ absl::Status CheckCgroupName(std::string_view name) {
   return absl::OkStatus();
 }
 
-void KillIfMember(pid_t pid, std::string_view name) {
+absl::Status KillIfMember(pid_t pid, std::string_view name) {
   while (name.starts_with('/')) name.remove_prefix(1);
   UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
-  if (!pidfd) return;  // gone already
+  if (!pidfd) {
+    if (errno == ESRCH) return absl::OkStatus();  // gone already
+    return ErrnoStatus(errno, fmt::format("kill {}: pidfd_open", pid));
+  }
+  struct pollfd exited = {pidfd.get(), POLLIN, 0};
   absl::StatusOr<std::string> lines = ReadFile(fmt::format("/proc/{}/cgroup", pid));
-  if (!lines.ok()) return;
+  if (!lines.ok()) {
+    if (::poll(&exited, 1, 0) != 0) return absl::OkStatus();  // it exited meanwhile
+    return Annotate(lines.status(), fmt::format("kill {}: read its cgroup", pid));
+  }
   bool member = false;
   for (std::string_view rest = *lines; !rest.empty() && !member;) {
     size_t nl = rest.find('\n');
@@ -188,9 +195,11 @@ void KillIfMember(pid_t pid, std::string_view name) {
     path.remove_prefix(1);
     member = path.starts_with(name) && (path.size() == name.size() || path[name.size()] == '/');
   }
-  struct pollfd exited = {pidfd.get(), POLLIN, 0};
-  if (!member || ::poll(&exited, 1, 0) != 0) return;
-  ::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0);
+  if (!member || ::poll(&exited, 1, 0) != 0) return absl::OkStatus();
+  if (::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0) != 0 && errno != ESRCH) {
+    return ErrnoStatus(errno, fmt::format("kill {}", pid));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace airlock::engine::internal

@@ -36,8 +36,10 @@ absl::StatusOr<std::vector<pid_t>> ReadProcsRecursive(const std::string& dir);
 // /proc/PID/cgroup shows it) or of a cgroup below it, never to another process: a pid read from
 // cgroup.procs may have exited and been reused by a host process since. The pid is held by a
 // pidfd, its membership read, and the signal sent through the pidfd only if the process was
-// still alive after that read (so the read was of it, not of a successor).
-void KillIfMember(pid_t pid, std::string_view name);
+// still alive after that read (so the read was of it, not of a successor). OK when the process
+// was signalled, is gone or is not a member; an error when it could not be decided (no
+// descriptor left for a pidfd, its /proc file unreadable while it lives).
+absl::Status KillIfMember(pid_t pid, std::string_view name);
 
 // Names of the subdirectories of `dir`.
 absl::StatusOr<std::vector<std::string>> ListSubdirs(const std::string& dir);
