@@ -96,22 +96,6 @@ TEST_P(NativeSandboxTest, IdentityAndLayout) {
             "755 sandbox\n1777 sandbox\n755 sandbox\n1\n");
 }
 
-TEST_P(NativeSandboxTest, EnvironmentIsMinimalPlusExplicit) {
-  spec::SandboxSpec s = TestSpec();
-  s.env["FROM_SPEC"] = "1";
-  auto sandbox = Create(s);
-  ASSERT_NE(sandbox, nullptr);
-  setenv("HOST_SECRET", "do-not-leak", 1);
-  auto r = sandbox->Exec({.argv = {"env"}, .env = {{"FROM_COMMAND", "2"}}}, {});
-  unsetenv("HOST_SECRET");
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->stdout_preview,
-            "AGENT_SANDBOX=true\nCI=true\nFROM_COMMAND=2\nFROM_SPEC=1\nHOME=/sandbox/home\n"
-            "LANG=C.UTF-8\nPATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"
-            "TMPDIR=/sandbox/tmp\n");
-  DestroyAndCheckGone(std::move(sandbox));
-}
-
 TEST_P(NativeSandboxTest, StdinWorkdirAndSeveralCommands) {
   auto sandbox = Create(TestSpec());
   ASSERT_NE(sandbox, nullptr);

@@ -377,6 +377,25 @@ TEST_P(EscapeTest, MemoryBombIsClassified) {
   EXPECT_EQ(r.signal, SIGKILL);
 }
 
+// Attack: read the caller's environment (API keys, tokens) from inside the sandbox. Expected:
+// a command sees exactly the minimal set, the spec's env and its own; a variable of the
+// process that runs the engine (HOST_SECRET) is not there.
+TEST_P(EscapeTest, EnvironmentHoldsOnlyTheAllowlist) {
+  spec::SandboxSpec s = TestSpec();
+  s.env["FROM_SPEC"] = "1";
+  auto sandbox = Create(s);
+  ASSERT_NE(sandbox, nullptr);
+  setenv("HOST_SECRET", "do-not-leak", 1);
+  auto r = sandbox->Exec({.argv = {"env"}, .env = {{"FROM_COMMAND", "2"}}}, {});
+  unsetenv("HOST_SECRET");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->stdout_preview,
+            "AGENT_SANDBOX=true\nCI=true\nFROM_COMMAND=2\nFROM_SPEC=1\nHOME=/sandbox/home\n"
+            "LANG=C.UTF-8\nPATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"
+            "TMPDIR=/sandbox/tmp\n");
+  DestroyAndCheckGone(std::move(sandbox));
+}
+
 TEST_P(EscapeTest, TimeoutKillsTheWholeTree) {
   spec::SandboxSpec s = TestSpec();
   auto sandbox = Create(s);
