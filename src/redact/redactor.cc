@@ -126,6 +126,9 @@ using Match = redact_internal::StreamMatch;
 // At most 3 capture groups per detector (credential values: double-quoted, single-quoted, bare).
 constexpr int kMaxGroups = 3;
 
+// What replaces a secret.
+std::string Marker(SecretKind kind) { return fmt::format("[REDACTED:{}]", ToString(kind)); }
+
 void FindDetectorMatches(const DetectorSet::Detector& d, std::string_view text, size_t start,
                          bool partial, std::vector<Match>* out) {
   const RE2& re = d.re();
@@ -255,7 +258,7 @@ void AppendRedacted(std::string_view text, size_t from, size_t to, std::vector<M
       ++j;
     }
     out->append(text.substr(pos, first.secret_begin - pos));
-    out->append(fmt::format("[REDACTED:{}]", ToString(first.kind)));
+    out->append(Marker(first.kind));
     pos = span_end;
     i = j;
   }
@@ -403,14 +406,24 @@ size_t OverlapAtEnd(std::string_view text, std::string_view word) {
   return k;
 }
 
+// The longest part of one of `literals` cut at the end of `text` (OverlapAtEnd); `at_start`:
+// at the start of `text` instead, the same question on the reversed text and values.
+size_t LongestCut(const std::vector<std::string>& literals, std::string_view text, bool at_start) {
+  if (literals.empty()) return 0;
+  const std::string reversed = at_start ? std::string(text.rbegin(), text.rend()) : std::string();
+  size_t longest = 0;
+  for (const std::string& literal : literals) {
+    longest = std::max(
+        longest, at_start ? OverlapAtEnd(reversed, std::string(literal.rbegin(), literal.rend()))
+                          : OverlapAtEnd(text, literal));
+  }
+  return longest;
+}
+
 }  // namespace
 
 size_t Redactor::CutSecretAtEnd(std::string_view text) const {
-  size_t longest = 0;
-  for (const std::string& literal : state_->literals) {
-    longest = std::max(longest, OverlapAtEnd(text, literal));
-  }
-  return longest;
+  return LongestCut(state_->literals, text, false);
 }
 
 std::string Redactor::RedactCut(std::string_view text, bool cut_before, bool cut_after) const {
@@ -418,17 +431,10 @@ std::string Redactor::RedactCut(std::string_view text, bool cut_before, bool cut
   // registered value, and must still be redacted whole. What is left raw at either edge is then
   // looked at for a cut one.
   std::string out = Redact(text);
-  size_t tail = cut_after ? CutSecretAtEnd(out) : 0;
-  size_t head = 0;
-  if (cut_before && !state_->literals.empty()) {
-    // The same question on the reversed text and values.
-    std::string reversed(out.rbegin(), out.rend());
-    for (const std::string& literal : state_->literals) {
-      head = std::max(head, OverlapAtEnd(reversed, std::string(literal.rbegin(), literal.rend())));
-    }
-  }
+  size_t tail = cut_after ? LongestCut(state_->literals, out, false) : 0;
+  size_t head = cut_before ? LongestCut(state_->literals, out, true) : 0;
   if (head == 0 && tail == 0) return out;
-  const std::string marker = fmt::format("[REDACTED:{}]", ToString(SecretKind::kExplicitValue));
+  const std::string marker = Marker(SecretKind::kExplicitValue);
   if (head + tail >= out.size()) return marker;
   std::string cut = head > 0 ? marker : std::string();
   cut.append(out, head, out.size() - head - tail);
@@ -667,7 +673,7 @@ absl::Status RedactStream(const Redactor& redactor, int in_fd, int out_fd, bool 
     if (last) {
       if (size_t cut = redactor.CutSecretAtEnd(held); cut > 0) {
         held.resize(held.size() - cut);
-        held += fmt::format("[REDACTED:{}]", ToString(SecretKind::kExplicitValue));
+        held += Marker(SecretKind::kExplicitValue);
       }
       return WriteAll(out_fd, held);
     }

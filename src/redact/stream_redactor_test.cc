@@ -336,7 +336,6 @@ TEST(StreamRedactorTest, RedactStreamRedactsASecretCutAtTheEnd) {
     char path[] = "/tmp/airlock-redact-cut-XXXXXX";
     UniqueFd file(mkstemp(path));
     ::unlink(path);
-    UniqueFd out(::open("/dev/null", O_WRONLY));
     EXPECT_TRUE(WriteAll(file.get(), text).ok());
     ::lseek(file.get(), 0, SEEK_SET);
     int pipe_fds[2];
