@@ -70,6 +70,16 @@ class EgressProxyTest : public ::testing::Test {
   }
 
   std::string OriginHosts() { return fmt::format("origin.test:{}", http_->port()); }
+  // Tighter than allowing the origin: its name stays allowed, its address (127.0.0.1) is denied.
+  Policy OriginWithItsAddressDenied() {
+    spec::Network tighter;
+    tighter.profile = NetworkProfile::kDependencyEgress;
+    tighter.allow_hosts = {OriginHosts()};
+    tighter.deny_cidrs = {"127.0.0.1/32"};
+    absl::StatusOr<Policy> denied = Policy::Compile(tighter, OpenLoopback());
+    EXPECT_TRUE(denied.ok()) << denied.status();
+    return *std::move(denied);
+  }
   std::string EchoHosts() { return fmt::format("echo.test:{}", echo_->port()); }
 
   // Sends a CONNECT and returns the proxy's answer head (and the connected socket).
@@ -561,13 +571,7 @@ TEST_F(EgressProxyTest, TighteningCutsAPlainHttpDownloadUnderWay) {
   ASSERT_TRUE(SendAll(fd->get(), request).ok());
   EXPECT_NE(ReadUntil(fd->get(), "\r\n\r\n").find("200"), std::string::npos);
 
-  spec::Network tighter;
-  tighter.profile = NetworkProfile::kDependencyEgress;
-  tighter.allow_hosts = {OriginHosts()};
-  tighter.deny_cidrs = {"127.0.0.1/32"};
-  absl::StatusOr<Policy> denied = Policy::Compile(tighter, OpenLoopback());
-  ASSERT_TRUE(denied.ok()) << denied.status();
-  ASSERT_TRUE(proxy_->UpdatePolicy(id_, *std::move(denied)).ok());
+  ASSERT_TRUE(proxy_->UpdatePolicy(id_, OriginWithItsAddressDenied()).ok());
   std::vector<ConnectionClosed> closed = events_.WaitFor<ConnectionClosed>(1);
   ASSERT_EQ(closed.size(), 1u);
   EXPECT_EQ(closed[0].end, "policy-changed");
@@ -601,13 +605,7 @@ TEST_F(EgressProxyTest, KeptAliveUpstreamIsCheckedAgainAfterAPolicyUpdate) {
   EXPECT_NE(ReadUntil(fd->get(), "hello from origin\n").find("200"), std::string::npos);
   EXPECT_EQ(http_->connections(), 2u);
 
-  spec::Network tighter;
-  tighter.profile = NetworkProfile::kDependencyEgress;
-  tighter.allow_hosts = {OriginHosts()};
-  tighter.deny_cidrs = {"127.0.0.1/32"};
-  absl::StatusOr<Policy> denied = Policy::Compile(tighter, OpenLoopback());
-  ASSERT_TRUE(denied.ok()) << denied.status();
-  ASSERT_TRUE(proxy_->UpdatePolicy(id_, *std::move(denied)).ok());
+  ASSERT_TRUE(proxy_->UpdatePolicy(id_, OriginWithItsAddressDenied()).ok());
   ASSERT_TRUE(SendAll(fd->get(), request).ok());
   std::string answer = ReadUntil(fd->get(), "\r\n\r\n");
   EXPECT_TRUE(answer.starts_with("HTTP/1.1 403")) << answer;
