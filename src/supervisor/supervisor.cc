@@ -68,12 +68,9 @@ absl::Status ProbePtrace() {
   } else if (::ptrace(PTRACE_SEIZE, child, nullptr,
                       reinterpret_cast<void*>(static_cast<long>(PTRACE_O_EXITKILL))) != 0) {
     err = errno;
-  } else if (::ptrace(PTRACE_INTERRUPT, child, nullptr, nullptr) != 0) {
-    stop_err = errno;
-  } else if (int status = 0, rc = 0;
-             (rc = static_cast<int>(TEMP_FAILURE_RETRY(::waitpid(child, &status, __WALL)))) !=
-             child) {
-    stop_err = rc < 0 ? errno : ECHILD;
+  } else if (::ptrace(PTRACE_INTERRUPT, child, nullptr, nullptr) != 0 ||
+             TEMP_FAILURE_RETRY(::waitpid(child, nullptr, __WALL)) != child) {
+    stop_err = errno;  // waitpid of one pid returns it or -1
   } else {
     struct __ptrace_syscall_info info;
     if (::ptrace(PTRACE_GET_SYSCALL_INFO, child, reinterpret_cast<void*>(sizeof(info)), &info) <

@@ -36,9 +36,8 @@ constexpr const char* kHostRootEntries[] = {"usr",   "bin",   "sbin",   "lib",
 // Entries of a spec rootfs that the layout provides itself.
 constexpr const char* kReservedRootEntries[] = {"proc", "dev", "sys",  "sandbox",
                                                 "tmp",  "run", "home", "root"};
-// Host secrets masked inside /etc (file masks and directory masks); absent ones are skipped.
-// Host secrets: a mode-0 file over each, so that reading one fails (EACCES) rather than seeming
-// to succeed.
+// Host secrets masked inside /etc; absent ones are skipped. Secret files get a mode-0 file over
+// each, so that reading one fails (EACCES) rather than seeming to succeed.
 constexpr const char* kDeniedFiles[] = {"/etc/shadow",   "/etc/gshadow", "/etc/shadow-",
                                         "/etc/gshadow-", "/etc/sudoers", "/etc/security/opasswd"};
 // The host's identity: read as empty (programs read it and cope with nothing there).
