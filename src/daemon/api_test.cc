@@ -849,11 +849,22 @@ TEST_F(DaemonApiTest, TtlNetworkAndEvents) {
               "ttl_seconds");
   ExpectError(alice().PostRaw(Sb(id, "/ttl"), "[1,"), 400, "malformed_body", "JSON");
 
-  // Profile none has no egress path to tighten or open.
-  ExpectError(
-      alice().Send(Verb::put, Sb(id, "/network"),
-                   json{{"network", {{"profile", "dependency-egress"}}}, {"loosen", true}}.dump()),
-      409, "failed_precondition", "profile none");
+  // A sandbox created under none opens while it runs, with the caller's authority only; the
+  // commands after that get the proxy variables.
+  const json registry = {{"profile", "dependency-egress"}, {"allowHosts", {"registry.test"}}};
+  ExpectError(alice().Send(Verb::put, Sb(id, "/network"), json{{"network", registry}}.dump()), 403,
+              "permission_denied", "allows more than the old one");
+  auto proxy_env = [&] {
+    return alice()
+        .Post(Sb(id, "/exec"), {{"argv", {"/bin/sh", "-c", "echo \"$HTTPS_PROXY\""}}})
+        .json.value("stdout_preview", "");
+  };
+  EXPECT_EQ(proxy_env(), "\n");
+  ApiResponse opened = alice().Send(Verb::put, Sb(id, "/network"),
+                                    json{{"network", registry}, {"loosen", true}}.dump());
+  ASSERT_EQ(opened.status, 200) << opened.Describe();
+  EXPECT_EQ(opened.json["spec"]["network"]["profile"], "dependency-egress") << opened.Describe();
+  EXPECT_EQ(proxy_env(), "http://127.0.0.1:3128\n");
   std::string r2 = NewSandbox({{"spec", {{"riskClass", "R2"}}}});
   ASSERT_FALSE(r2.empty());
   ApiResponse net =

@@ -92,14 +92,16 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
   ASSIGN_OR_RETURN(std::shared_ptr<const supervisor::SyscallPolicy> syscall_policy,
                    CompileSyscallPolicy(options.spec.process));
   RETURN_IF_ERROR(CheckImage(options.spec, options.image_rootfs));
-  const bool wants_egress = options.spec.network.profile != spec::NetworkProfile::kNone;
+  const bool forwards = options.spec.network.profile != spec::NetworkProfile::kNone;
+  const bool wants_egress = forwards || options.egress.open_later;
   std::optional<netproxy::Policy> policy;
   if (wants_egress) {
     if (options.egress.proxy == nullptr) {
       return FailedPrecondition(fmt::format(
-          "network profile {} needs an egress proxy; the caller provided none (airlock run starts "
+          "network profile {}{} needs an egress proxy; the caller provided none (airlock run "
+          "starts "
           "one; library callers set SandboxOptions::egress)",
-          spec::ToString(options.spec.network.profile)));
+          spec::ToString(options.spec.network.profile), forwards ? "" : " with egress.open_later"));
     }
     ASSIGN_OR_RETURN(
         policy, netproxy::Policy::Compile(options.spec.network, options.egress.operator_policy),
@@ -147,7 +149,7 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
     RETURN_IF_ERROR(
         sb->options_.egress.proxy->AddSandbox(sb->id_, *std::move(policy), in.egress_socket),
         "egress proxy");
-    sb->egress_active_ = true;
+    sb->egress_bound_ = true;
   }
   ASSIGN_OR_RETURN(setup.plan, internal::BuildPlan(in, &setup.owned_fds), "plan sandbox mounts");
 
@@ -192,7 +194,7 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
   sb->timings_.init_filter = Since(t_filter);
   sb->init_filtered_ = !notify;
   sb->control_reader_ = std::thread([raw = sb.get()] { raw->ReadControl(); });
-  if (sb->egress_active_) RETURN_IF_ERROR(sb->StartForwarder(), starting);
+  if (forwards) RETURN_IF_ERROR(sb->StartForwarder(), starting);
   Log().Info("sandbox started", {{"sandbox", sb->id_.value()},
                                  {"init_pid", static_cast<int64_t>(sb->init_pid_)},
                                  {"level", static_cast<int>(s.level)}});
@@ -343,8 +345,12 @@ absl::Status NativeSandbox::StartForwarder() {
   // airlock-forwarder listens on the sandbox's loopback and hands each connection to the proxy
   // socket. It lives in its own cgroup so that killing a command's tree leaves it alone, and
   // says "ready" on its stdout once it listens.
-  ASSIGN_OR_RETURN(std::unique_ptr<Cgroup> cg, cgroup_->CreateChild("egress"),
-                   "create forwarder cgroup");
+  absl::StatusOr<std::unique_ptr<Cgroup>> made;
+  {
+    std::lock_guard lock(cgroup_mu_);
+    made = cgroup_->CreateChild("egress");
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<Cgroup> cg, std::move(made), "create forwarder cgroup");
   int ready[2];
   if (::pipe2(ready, O_CLOEXEC) != 0) return ErrnoStatus(errno, "pipe");
   UniqueFd ready_r(ready[0]);
@@ -369,20 +375,37 @@ absl::Status NativeSandbox::StartForwarder() {
   char buf[16] = {};
   if (::poll(&p, 1, 5000) != 1 || ::read(ready_r.get(), buf, sizeof(buf) - 1) <= 0 ||
       std::string_view(buf).substr(0, 5) != "ready") {
-    return Internal("airlock-forwarder did not start listening within 5 s");
+    // Later starts (opening a none sandbox) find the sandbox's own processes on its loopback.
+    return Internal(fmt::format(
+        "airlock-forwarder did not report listening on 127.0.0.1:{} within 5 s (it exited or "
+        "hung; a process of the sandbox may hold that port)",
+        options_.egress.port));
   }
+  forwarding_ = true;
   return absl::OkStatus();
 }
 
 absl::StatusOr<netproxy::PolicyChanged> NativeSandbox::UpdateNetworkPolicy(
     const spec::Network& network, netproxy::PolicyAuthority authority) {
-  if (!egress_active_) {
+  std::lock_guard lock(egress_mu_);
+  if (!egress_bound_) {
     return FailedPrecondition(
-        "this sandbox has no egress path (profile none); its network cannot be opened later");
+        "this sandbox has no egress path (profile none, created without egress.open_later as "
+        "airlock run's are); its network cannot be opened later");
   }
   ASSIGN_OR_RETURN(netproxy::Policy policy,
                    netproxy::Policy::Compile(network, options_.egress.operator_policy),
                    "network policy");
+  // Opening a sandbox that runs under none (which every other profile loosens, so only a caller
+  // who may loosen gets here; UpdatePolicy refuses the others). The forwarder starts before the
+  // swap: until then the proxy refuses whatever it hands over.
+  if (network.profile != spec::NetworkProfile::kNone && !forwarding_ &&
+      authority == netproxy::PolicyAuthority::kMayLoosen) {
+    if (paused_) {
+      return FailedPrecondition("the sandbox is paused; resume it before opening its network");
+    }
+    RETURN_IF_ERROR(StartForwarder(), "open the sandbox's network");
+  }
   ASSIGN_OR_RETURN(netproxy::PolicyChanged change,
                    options_.egress.proxy->UpdatePolicy(id_, std::move(policy), authority));
   options_.spec.network = network;
@@ -724,7 +747,7 @@ absl::StatusOr<std::unique_ptr<RunningCommand>> NativeSandbox::Start(const Comma
   init::SpawnRequest req;
   req.id = static_cast<uint64_t>(number);
   req.argv = command.argv;
-  req.env = CommandEnv(s, command, egress_active_ ? options_.egress.port : 0);
+  req.env = CommandEnv(s, command, forwarding_ ? options_.egress.port : 0);
   req.cwd = command.workdir.empty() ? s.workdir : command.workdir;
   req.rlimits = CommandRlimits(s);
   req.seccomp_filter = init_filtered_ ? std::string() : seccomp_filter_;
@@ -734,7 +757,7 @@ absl::StatusOr<std::unique_ptr<RunningCommand>> NativeSandbox::Start(const Comma
                             : init::PolicyListener::kNone;
   UniqueFd stdio[3] = {std::move(in_r), std::move(out_w), std::move(err_w)};
   st->egress_mark =
-      egress_active_ && options_.egress.blocked ? options_.egress.blocked->Mark(id_) : 0;
+      egress_bound_ && options_.egress.blocked ? options_.egress.blocked->Mark(id_) : 0;
   absl::StatusOr<std::unique_ptr<supervisor::Supervisor>> sup = StartSupervisor(
       [cg = st->cg, mu = st->cg_mu] {
         std::lock_guard lock(*mu);
@@ -949,7 +972,7 @@ absl::StatusOr<CommandResult> RunningCommand::Wait() {
         {"seccomp", "the command was killed for a forbidden system call", {{"signal", "SIGSYS"}}});
   }
   std::optional<netproxy::NetworkRequired> network_required;
-  if (sb.egress_active_ && sb.options_.egress.blocked != nullptr) {
+  if (sb.egress_bound_ && sb.options_.egress.blocked != nullptr) {
     std::vector<netproxy::BlockedNetworkEgress> blocked =
         sb.options_.egress.blocked->Since(sb.id_, st.egress_mark);
     constexpr size_t kMaxNetworkViolations = 64;
@@ -1023,10 +1046,10 @@ absl::Status NativeSandbox::Destroy() {
   if (control_) ::shutdown(control_.get(), SHUT_RDWR);  // wakes the control reader
   if (control_reader_.joinable()) control_reader_.join();
   control_.Reset();
-  if (egress_active_) {
+  if (egress_bound_) {
     status.Update(Annotate(options_.egress.proxy->RemoveSandbox(id_), "egress proxy"));
     if (options_.egress.blocked != nullptr) options_.egress.blocked->Forget(id_);
-    egress_active_ = false;
+    egress_bound_ = false;
   }
   // Only host-side files: mount points (whose mounts live in the sandbox's mount namespace),
   // generated output, sockets.

@@ -71,6 +71,12 @@ struct EgressOptions {
   netproxy::BlockedEventLog* blocked = nullptr;  // where the proxy's callback records refusals
   netproxy::OperatorPolicy operator_policy;      // private destinations the operator opened
   uint16_t port = 3128;
+  // With profile none, register the sandbox with the proxy (which refuses everything under
+  // none) and bind its socket all the same, so that UpdateNetworkPolicy can open the network of
+  // the running sandbox: the forwarder starts then, and later commands get the proxy variables.
+  // The node daemon's sandboxes set it. Unset (airlock run's one-shot sandboxes), a none
+  // sandbox has no path out at all and its network can never be opened.
+  bool open_later = false;
 };
 
 struct SandboxOptions {
@@ -90,7 +96,7 @@ struct SandboxOptions {
   // spec.image is set, and used like spec.rootfs: bound read-only, nosuid, nodev.
   std::string image_rootfs;
   CgroupDriver* cgroups = nullptr;  // not owned; required
-  EgressOptions egress;             // required for network profiles other than none
+  EgressOptions egress;             // required for network profiles other than none, or open_later
   std::vector<std::string> allow_degraded;
   // First host uid/gid of the ids sandboxes run as when airlock runs as root (host id =
   // base + spec.user.uid). Unprivileged callers map their own uid/gid instead.
@@ -249,8 +255,10 @@ class NativeSandbox {
 
   // Replaces the network policy of the running sandbox (open connections the new policy refuses
   // are closed). Loosening needs PolicyAuthority::kMayLoosen; the change is returned and reported
-  // as a PolicyChanged event to the proxy's callback (the audit trail). FailedPrecondition for a
-  // sandbox created with profile none: it has no egress path to open.
+  // as a PolicyChanged event to the proxy's callback (the audit trail). Opening a sandbox that
+  // runs under none starts its forwarder first (FailedPrecondition while it is paused); commands
+  // started afterwards get the proxy variables. FailedPrecondition for a sandbox created with
+  // profile none without EgressOptions::open_later: it has no egress path to open.
   absl::StatusOr<netproxy::PolicyChanged> UpdateNetworkPolicy(const spec::Network& network,
                                                               netproxy::PolicyAuthority authority);
 
@@ -328,7 +336,12 @@ class NativeSandbox {
   pid_t init_pid_ = -1;
   std::atomic<int> next_command_{1};
   std::atomic<uint64_t> next_file_op_{1};
-  bool egress_active_ = false;
+  // The proxy serves this sandbox and its socket is bound inside (profile other than none, or
+  // open_later): blocked attempts are recorded with the commands.
+  bool egress_bound_ = false;
+  // airlock-forwarder listens in the sandbox: commands get the proxy variables.
+  std::atomic<bool> forwarding_{false};
+  std::mutex egress_mu_;  // one network policy change at a time
   pid_t forwarder_pid_ = -1;
   bool destroyed_ = false;
 

@@ -194,12 +194,12 @@ class Shim::Impl {
     ASSIGN_OR_RETURN(cmdpolicy::Policy policy,
                      cmdpolicy::Policy::Create(options_.spec.command_policy), "commandPolicy");
     policy_.emplace(std::move(policy));
-    if (options_.spec.network.profile != spec::NetworkProfile::kNone) {
-      netproxy::EgressProxy::Options po;
-      po.on_event = blocked_.Callback();
-      po.ResolveOnlyFrom(options_.proxy_hosts);
-      ASSIGN_OR_RETURN(proxy_, netproxy::EgressProxy::Start(std::move(po)), "egress proxy");
-    }
+    // Every sandbox of the daemon gets its egress path, a none sandbox too (the proxy refuses
+    // everything under none): its network can then be opened while it runs.
+    netproxy::EgressProxy::Options po;
+    po.on_event = blocked_.Callback();
+    po.ResolveOnlyFrom(options_.proxy_hosts);
+    ASSIGN_OR_RETURN(proxy_, netproxy::EgressProxy::Start(std::move(po)), "egress proxy");
     engine::SandboxOptions so;
     so.id = options_.sandbox_id;
     so.spec = options_.spec;
@@ -212,6 +212,7 @@ class Shim::Impl {
     so.egress.proxy = proxy_.get();
     so.egress.blocked = &blocked_;
     so.egress.operator_policy = options_.operator_policy;
+    so.egress.open_later = true;
     ASSIGN_OR_RETURN(sandbox_, engine::NativeSandbox::Create(std::move(so)));
     Log().Info("sandbox ready", {{"sandbox", options_.sandbox_id.value()},
                                  {"init_pid", static_cast<int64_t>(sandbox_->init_pid())}});

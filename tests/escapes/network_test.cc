@@ -79,8 +79,8 @@ class NetworkTest : public testing::SandboxTest {
     return s;
   }
 
-  std::unique_ptr<NativeSandbox> Make(const spec::SandboxSpec& s,
-                                      netproxy::OperatorPolicy op = {}) {
+  std::unique_ptr<NativeSandbox> Make(const spec::SandboxSpec& s, netproxy::OperatorPolicy op = {},
+                                      bool open_later = false) {
     SandboxOptions o;
     o.spec = s;
     o.tools_dir = AIRLOCK_TEST_TOOLS_DIR;
@@ -88,6 +88,7 @@ class NetworkTest : public testing::SandboxTest {
     o.egress.proxy = proxy_.get();
     o.egress.blocked = &blocked_;
     o.egress.operator_policy = std::move(op);
+    o.egress.open_later = open_later;
     auto sb = NativeSandbox::Create(std::move(o));
     EXPECT_TRUE(sb.ok()) << sb.status();
     return sb.ok() ? *std::move(sb) : nullptr;
@@ -348,6 +349,73 @@ TEST_F(NetworkTest, PolicyChangesWithoutRestart) {
   EXPECT_FALSE(tightened->loosened);
   EXPECT_EQ(Curl(*sb, "http://registry.test/hello").classification,
             Classification::kNetworkRequired);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    EXPECT_EQ(policy_changes_, 2) << "every change is an audit event";
+  }
+  DestroyAndCheckGone(std::move(sb));
+}
+
+TEST_F(NetworkTest, ANoneSandboxCreatedWithoutItsPathCannotBeOpened) {
+  // airlock run's one-shot sandboxes: no socket, no forwarder, nothing to open later.
+  auto sb = Make(Spec(spec::NetworkProfile::kNone));
+  ASSERT_NE(sb, nullptr);
+  spec::Network registry;
+  registry.profile = spec::NetworkProfile::kDependencyEgress;
+  registry.allow_hosts = {"registry.test:80"};
+  absl::StatusOr<netproxy::PolicyChanged> opened =
+      sb->UpdateNetworkPolicy(registry, netproxy::PolicyAuthority::kMayLoosen);
+  EXPECT_EQ(opened.status().code(), absl::StatusCode::kFailedPrecondition) << opened.status();
+  EXPECT_EQ(Exec(*sb, {"sh", "-c", "ls /run"}).stdout_preview, "");
+  DestroyAndCheckGone(std::move(sb));
+}
+
+TEST_F(NetworkTest, ANoneSandboxWithItsPathKeptOpensWhileItRuns) {
+  auto sb = Make(Spec(spec::NetworkProfile::kNone), {}, /*open_later=*/true);
+  ASSERT_NE(sb, nullptr);
+  // Under none: no route, no proxy variables, no forwarder on the loopback.
+  EXPECT_EQ(Exec(*sb, {"/opt/probe", "connect-tcp", TestNetwork::kHostA, "80"}).stdout_preview,
+            "connect-tcp: ENETUNREACH\n");
+  EXPECT_EQ(Exec(*sb, {"sh", "-c", "env | grep -ci proxy || true"}).stdout_preview, "0\n");
+  EXPECT_EQ(Exec(*sb, {"curl", "-sS", "--proxy", "http://127.0.0.1:3128", "http://registry.test/"})
+                .exit_code,
+            7)
+      << "nothing listens on the proxy port";
+  // Attack: a command talks to the kept socket itself. The proxy refuses under none, and the
+  // attempt is a BlockedNetworkEgress of that command.
+  CommandResult direct = Exec(
+      *sb,
+      {"python3", "-c",
+       "import socket; s = socket.socket(socket.AF_UNIX); s.connect('/run/egress.sock'); "
+       "s.sendall(b'CONNECT registry.test:80 HTTP/1.1\\r\\nHost: registry.test:80\\r\\n\\r\\n'); "
+       "print(s.recv(200).split(b'\\r\\n')[0].decode())"});
+  EXPECT_EQ(direct.stdout_preview.substr(0, 12), "HTTP/1.1 403") << direct.stderr_preview;
+  ASSERT_EQ(direct.violations.size(), 1u);
+  EXPECT_EQ(direct.violations[0].data["rule"], "profile:none");
+
+  spec::Network registry;
+  registry.profile = spec::NetworkProfile::kDependencyEgress;
+  registry.allow_hosts = {"registry.test:80"};
+  // Opening is loosening: refused without the caller's authority, and nothing starts.
+  EXPECT_EQ(
+      sb->UpdateNetworkPolicy(registry, netproxy::PolicyAuthority::kTightenOnly).status().code(),
+      absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(Exec(*sb, {"sh", "-c", "env | grep -ci proxy || true"}).stdout_preview, "0\n");
+  absl::StatusOr<netproxy::PolicyChanged> opened =
+      sb->UpdateNetworkPolicy(registry, netproxy::PolicyAuthority::kMayLoosen);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  EXPECT_TRUE(opened->loosened);
+  // The next command has the proxy variables and reaches the allowed host, and only that one.
+  CommandResult r = Curl(*sb, "http://registry.test/hello");
+  EXPECT_EQ(r.stdout_preview, "hello from host-a\n") << r.stderr_preview;
+  EXPECT_EQ(Curl(*sb, "http://other.test/hello").classification, Classification::kNetworkRequired);
+  // Back to none: the forwarder stays, the proxy refuses everything again.
+  spec::Network none;
+  ASSERT_TRUE(sb->UpdateNetworkPolicy(none, netproxy::PolicyAuthority::kTightenOnly).ok());
+  r = Curl(*sb, "http://registry.test/hello");
+  EXPECT_NE(r.exit_code, 0);
+  ASSERT_EQ(r.violations.size(), 1u);
+  EXPECT_EQ(r.violations[0].data["rule"], "profile:none");
   {
     std::lock_guard<std::mutex> lock(mu_);
     EXPECT_EQ(policy_changes_, 2) << "every change is an audit event";
