@@ -677,12 +677,56 @@ TEST_F(EgressProxyTest, AmbiguousFramingIsRefusedOrMadeSingle) {
   answer = post("HTTP/1.0", "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n");
   EXPECT_TRUE(answer.starts_with("HTTP/1.1 400")) << answer;
   EXPECT_EQ(http_->connections(), 0u);
+  // Each refusal is an event, naming the host and the framing rule.
+  std::vector<BlockedNetworkEgress> blocked = events_.Blocked();
+  ASSERT_EQ(blocked.size(), 2u);
+  EXPECT_EQ(blocked[0].host, "origin.test");
+  EXPECT_EQ(blocked[0].port, http_->port());
+  EXPECT_EQ(blocked[0].rule, "unsupported-framing");
+  EXPECT_EQ(blocked[0].method, "POST");
 
   answer = post("HTTP/1.1", "Content-Length: 3, 3\r\n\r\nabc");
   EXPECT_TRUE(answer.starts_with("HTTP/1.1 200")) << answer;
   std::string seen = http_->last_head();
   EXPECT_NE(seen.find("Content-Length: 3\r\n"), std::string::npos) << seen;
   EXPECT_EQ(seen.find("3, 3"), std::string::npos) << seen;
+}
+
+// Attack: requests the proxy does not serve, sent to reach a host all the same: an https:// URL
+// as a plain request (a client that ignores CONNECT), an origin-form request as to a server
+// (naming its destination in Host), and a bad framing sent to a host off the list. Expected:
+// 400 for the first two and 403 for the last, nothing reaches an origin, and each is a
+// BlockedNetworkEgress naming where it was going and why.
+TEST_F(EgressProxyTest, RequestsItDoesNotServeAreRefusedWithAnEvent) {
+  StartProxy();
+  uint16_t port = Serve(MakePolicy(NetworkProfile::kDependencyEgress, {OriginHosts()}));
+  auto send = [&](const std::string& request) {
+    absl::StatusOr<UniqueFd> fd = ConnectTcp("127.0.0.1", port);
+    EXPECT_TRUE(fd.ok());
+    if (!fd.ok()) return std::string();
+    EXPECT_TRUE(SendAll(fd->get(), request).ok());
+    return ReadUntil(fd->get(), "\r\n\r\n");
+  };
+  std::string answer = send("GET https://Origin.TEST/x HTTP/1.1\r\nHost: origin.test\r\n\r\n");
+  EXPECT_TRUE(answer.starts_with("HTTP/1.1 400")) << answer;
+  EXPECT_NE(answer.find("X-Airlock-Egress-Blocked: unsupported-scheme:https"), std::string::npos)
+      << answer;
+  answer = send(fmt::format("GET /x HTTP/1.1\r\nHost: origin.test:{}\r\n\r\n", http_->port()));
+  EXPECT_TRUE(answer.starts_with("HTTP/1.1 400")) << answer;
+  answer = send("POST http://evil.test/x HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n");
+  EXPECT_TRUE(answer.starts_with("HTTP/1.1 403")) << answer;
+  EXPECT_EQ(http_->connections(), 0u);
+  std::vector<BlockedNetworkEgress> blocked = events_.Blocked();
+  ASSERT_EQ(blocked.size(), 3u);
+  EXPECT_EQ(blocked[0].host, "origin.test");
+  EXPECT_EQ(blocked[0].port, 443);
+  EXPECT_EQ(blocked[0].rule, "unsupported-scheme:https");
+  EXPECT_EQ(blocked[0].method, "GET");
+  EXPECT_EQ(blocked[1].host, "origin.test");
+  EXPECT_EQ(blocked[1].port, http_->port());
+  EXPECT_EQ(blocked[1].rule, "not-a-proxy-request");
+  EXPECT_EQ(blocked[2].host, "evil.test");
+  EXPECT_EQ(blocked[2].rule, "not-allowlisted") << "the policy is checked before the framing";
 }
 
 // The proxy goes away while a name lookup runs: nothing of the session may be touched after

@@ -5,6 +5,11 @@
 #include "fmt/format.h"
 
 namespace airlock::netproxy {
+
+bool IsRequestRefusal(std::string_view rule) {
+  return rule == kRuleInvalidHost || rule.starts_with(kRuleUnsupportedScheme) ||
+         rule == kRuleNotAProxyRequest || rule == kRuleUnsupportedFraming;
+}
 namespace {
 
 std::string Rfc3339(std::chrono::system_clock::time_point t) {

@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -22,6 +23,16 @@
 
 namespace airlock::netproxy {
 
+// Rules of requests the proxy refuses as requests, before any policy: a bad host, a URL it
+// does not proxy ("unsupported-scheme:https" for an https:// URL sent as a plain request), a
+// plain request that is not in proxy form, a body framing it does not relay. No network policy
+// would let them through, so they never make a command NETWORK_REQUIRED.
+inline constexpr std::string_view kRuleInvalidHost = "invalid-host";
+inline constexpr std::string_view kRuleUnsupportedScheme = "unsupported-scheme:";
+inline constexpr std::string_view kRuleNotAProxyRequest = "not-a-proxy-request";
+inline constexpr std::string_view kRuleUnsupportedFraming = "unsupported-framing";
+bool IsRequestRefusal(std::string_view rule);
+
 // One refused attempt. Blocked before resolving: resolved_address is empty. A name that resolved
 // to several refused addresses gives one event per address.
 struct BlockedNetworkEgress {
@@ -29,7 +40,7 @@ struct BlockedNetworkEgress {
   std::string host;              // normalized host as requested (raw, cut to 255 bytes, if bad)
   std::string resolved_address;  // "169.254.169.254", or empty
   uint16_t port = 0;
-  std::string rule;    // the rule that blocked (Decision::rule, or "invalid-host")
+  std::string rule;    // the rule that blocked (Decision::rule, or a request refusal above)
   std::string method;  // "CONNECT", "GET", ...
   std::chrono::system_clock::time_point time;
 };

@@ -24,7 +24,7 @@ std::optional<NetworkRequired> DetectNetworkRequired(
   }
   std::optional<NetworkRequired> verdict;
   for (const BlockedNetworkEgress& e : blocked) {
-    if (NeverOpenable(e) || e.rule == "invalid-host") continue;
+    if (NeverOpenable(e) || IsRequestRefusal(e.rule)) continue;
     if (!verdict) verdict = NetworkRequired{e.host, e.port, e.rule, {}};
     std::string where = fmt::format("{}:{}", e.host, e.port);
     if (std::find(verdict->hosts.begin(), verdict->hosts.end(), where) == verdict->hosts.end()) {

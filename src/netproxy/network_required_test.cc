@@ -55,6 +55,9 @@ TEST(NetworkRequiredTest, MetadataAndOperatorDeniesNeverAskForNetwork) {
   std::vector<BlockedNetworkEgress> blocked = {
       Blocked("evil.example", 80, "always-denied:169.254.0.0/16 (metadata)", "169.254.169.254"),
       Blocked("%%%", 80, "invalid-host"),
+      Blocked("a.example", 443, "unsupported-scheme:https"),
+      Blocked("a.example", 0, "not-a-proxy-request"),
+      Blocked("a.example", 80, "unsupported-framing"),
       Blocked("node.example", 22, "operator-deny-cidr:203.0.113.7/32", "203.0.113.7")};
   EXPECT_FALSE(DetectNetworkRequired(Classification::kExitNonzero, blocked).has_value());
   blocked.push_back(Blocked("npm.internal", 443, "always-denied:10.0.0.0/8 (private)", "10.0.0.5"));

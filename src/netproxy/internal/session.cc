@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "boost/asio/co_spawn.hpp"
 #include "boost/asio/detached.hpp"
 #include "boost/asio/post.hpp"
@@ -90,6 +91,41 @@ std::optional<AbsoluteUrl> ParseAbsoluteHttpUrl(std::string_view url) {
   if (size_t hash = out.target.find('#'); hash != std::string_view::npos) {
     out.target = out.target.substr(0, hash);
   }
+  return out;
+}
+
+// A plain request the proxy does not serve: where it was going, as far as it says, and why.
+struct UnservedRequest {
+  std::string host;
+  uint16_t port = 0;
+  std::string rule;
+};
+
+// "https://host[:port]/..." (any scheme but http) names its host in the URL; an origin-form
+// target ("/path", as to a server rather than a proxy) names it in Host, if anywhere.
+UnservedRequest DescribeUnserved(std::string_view target,
+                                 const http::request<http::empty_body>& req) {
+  UnservedRequest out;
+  std::string_view authority;
+  if (size_t colon = target.find("://"); colon != std::string_view::npos && colon > 0 &&
+                                         colon <= 16 && target.find_first_of("/?#") > colon) {
+    std::string scheme = absl::AsciiStrToLower(std::string(target.substr(0, colon)));
+    out.rule = std::string(kRuleUnsupportedScheme) + scheme;
+    authority = target.substr(colon + 3);
+    authority = authority.substr(0, authority.find_first_of("/?#"));
+    if (scheme == "https" || scheme == "wss") out.port = 443;
+  } else {
+    out.rule = kRuleNotAProxyRequest;
+    if (auto h = req.find(http::field::host); h != req.end()) authority = View(h->value());
+  }
+  if (absl::StatusOr<HostPort> hp = SplitHostPort(authority); hp.ok()) {
+    if (absl::StatusOr<HostName> name = NormalizeHost(hp->host); name.ok()) {
+      out.host = name->name;
+      if (hp->port) out.port = *hp->port;
+      return out;
+    }
+  }
+  out.host = std::string(authority.substr(0, kMaxEventHost));
   return out;
 }
 
@@ -331,14 +367,14 @@ asio::awaitable<void> Session::HandleConnect(http::request_parser<http::empty_bo
   host_ = std::string(target.substr(0, kMaxEventHost));
   absl::StatusOr<HostPort> hp = SplitHostPort(target);
   if (!hp.ok() || !hp->port) {
-    Blocked(target, "", 0, "invalid-host");
+    Blocked(target, "", 0, kRuleInvalidHost);
     co_await Respond(400, "bad-request", "CONNECT needs host:port");
     co_return;
   }
   port_ = *hp->port;
   absl::StatusOr<HostName> host = NormalizeHost(hp->host);
   if (!host.ok()) {
-    Blocked(hp->host, "", port_, "invalid-host");
+    Blocked(hp->host, "", port_, kRuleInvalidHost);
     std::string text(Message(host.status()));
     co_await Respond(400, "bad-request", text);
     co_return;
@@ -702,30 +738,27 @@ asio::awaitable<bool> Session::HandleHttp(http::request_parser<http::empty_body>
   method_ = std::string(View(req.method_string()));
   std::optional<AbsoluteUrl> url = ParseAbsoluteHttpUrl(View(req.target()));
   if (!url) {
+    // Still an attempt to reach somewhere: an https:// (or other scheme's) URL sent as a plain
+    // request, or an origin-form request naming its host in Host. It is refused as a request
+    // the proxy does not serve, and recorded.
+    UnservedRequest unserved = DescribeUnserved(View(req.target()), req);
+    host_ = unserved.host;
+    port_ = unserved.port;
+    Blocked(unserved.host, "", unserved.port, unserved.rule);
     co_await Respond(400, "bad-request",
-                     "only CONNECT host:port and absolute http:// URLs are proxied");
+                     "only CONNECT host:port and absolute http:// URLs are proxied (https:// "
+                     "goes through CONNECT: set HTTPS_PROXY)",
+                     unserved.rule);
     co_return false;
   }
   absl::StatusOr<HostPort> hp = SplitHostPort(url->authority);
   absl::StatusOr<HostName> host =
       hp.ok() ? NormalizeHost(hp->host) : absl::StatusOr<HostName>(hp.status());
   if (!host.ok() || url->authority.find('@') != std::string_view::npos) {
-    Blocked(url->authority, "", 0, "invalid-host");
+    Blocked(url->authority, "", 0, kRuleInvalidHost);
     std::string text = fmt::format("bad host in {}", View(req.target()));
     co_await Respond(400, "bad-request", text);
     co_return false;
-  }
-  // One framing, the same for the upstream as for us: a Transfer-Encoding other than exactly
-  // "chunked" (which the proxy re-frames) is refused, and a Content-Length goes on as one value.
-  if (auto te = req.find(http::field::transfer_encoding); te != req.end()) {
-    // HTTP/1.0 has no chunked framing (RFC 9112 6.1: treat it as faulty).
-    if (!beast::iequals(te->value(), "chunked") || req.version() < 11) {
-      co_await Respond(400, "bad-request",
-                       "only Transfer-Encoding: chunked, in HTTP/1.1, is proxied");
-      co_return false;
-    }
-  } else if (auto length = parser.content_length()) {
-    req.content_length(*length);
   }
   uint16_t port = hp->port.value_or(80);
   std::shared_ptr<const Policy> policy = sandbox_->policy();
@@ -738,6 +771,22 @@ asio::awaitable<bool> Session::HandleHttp(http::request_parser<http::empty_body>
                                    url->target, d.rule);
     co_await Respond(403, "blocked", text, d.rule);
     co_return false;
+  }
+  // One framing, the same for the upstream as for us: a Transfer-Encoding other than exactly
+  // "chunked" (which the proxy re-frames) is refused, and a Content-Length goes on as one value.
+  if (auto te = req.find(http::field::transfer_encoding); te != req.end()) {
+    // HTTP/1.0 has no chunked framing (RFC 9112 6.1: treat it as faulty).
+    if (!beast::iequals(te->value(), "chunked") || req.version() < 11) {
+      host_ = host->name;
+      port_ = port;
+      Blocked(host->name, "", port, kRuleUnsupportedFraming);
+      co_await Respond(400, "bad-request",
+                       "only Transfer-Encoding: chunked, in HTTP/1.1, is proxied",
+                       kRuleUnsupportedFraming);
+      co_return false;
+    }
+  } else if (auto length = parser.content_length()) {
+    req.content_length(*length);
   }
   target_ = std::string(url->target);
   std::string key = fmt::format("{}:{}", host->name, port);
