@@ -864,7 +864,7 @@ TEST_F(DaemonApiTest, TtlNetworkAndEvents) {
                                     json{{"network", registry}, {"loosen", true}}.dump());
   ASSERT_EQ(opened.status, 200) << opened.Describe();
   EXPECT_EQ(opened.json["spec"]["network"]["profile"], "dependency-egress") << opened.Describe();
-  EXPECT_EQ(proxy_env(), "http://127.0.0.1:3128\n");
+  EXPECT_THAT(proxy_env(), ::testing::MatchesRegex("http://cmd-[0-9]+:@127\\.0\\.0\\.1:3128\n"));
   std::string r2 = NewSandbox({{"spec", {{"riskClass", "R2"}}}});
   ASSERT_FALSE(r2.empty());
   ApiResponse net =

@@ -634,6 +634,7 @@ struct RunningCommand::State {
   UniqueFd kill_event;  // eventfd: Kill() asks the waiting loop to kill the tree
   pid_t ns_pid = -1;
   uint64_t egress_mark = 0;
+  std::string proxy_client;  // the user of the command's proxy URL, named in its blocked events
   Clock::time_point t_start;
   Timings timings;
   bool waited = false;
@@ -747,7 +748,8 @@ absl::StatusOr<std::unique_ptr<RunningCommand>> NativeSandbox::Start(const Comma
   init::SpawnRequest req;
   req.id = static_cast<uint64_t>(number);
   req.argv = command.argv;
-  req.env = CommandEnv(s, command, forwarding_ ? options_.egress.port : 0);
+  st->proxy_client = fmt::format("cmd-{}", number);
+  req.env = CommandEnv(s, command, forwarding_ ? options_.egress.port : 0, st->proxy_client);
   req.cwd = command.workdir.empty() ? s.workdir : command.workdir;
   req.rlimits = CommandRlimits(s);
   req.seccomp_filter = init_filtered_ ? std::string() : seccomp_filter_;
@@ -974,7 +976,7 @@ absl::StatusOr<CommandResult> RunningCommand::Wait() {
   std::optional<netproxy::NetworkRequired> network_required;
   if (sb.egress_bound_ && sb.options_.egress.blocked != nullptr) {
     std::vector<netproxy::BlockedNetworkEgress> blocked =
-        sb.options_.egress.blocked->Since(sb.id_, st.egress_mark);
+        sb.options_.egress.blocked->Since(sb.id_, st.egress_mark, st.proxy_client);
     constexpr size_t kMaxNetworkViolations = 64;
     for (size_t i = 0; i < blocked.size() && i < kMaxNetworkViolations; ++i) {
       result.violations.push_back(netproxy::ToViolation(blocked[i]));

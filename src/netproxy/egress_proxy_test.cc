@@ -12,6 +12,7 @@
 #include "common/files.h"
 #include "common/ids.h"
 #include "fmt/format.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "netproxy/testing/event_collector.h"
 #include "netproxy/testing/test_net.h"
@@ -727,6 +728,41 @@ TEST_F(EgressProxyTest, RequestsItDoesNotServeAreRefusedWithAnEvent) {
   EXPECT_EQ(blocked[1].rule, "not-a-proxy-request");
   EXPECT_EQ(blocked[2].host, "evil.test");
   EXPECT_EQ(blocked[2].rule, "not-allowlisted") << "the policy is checked before the framing";
+}
+
+// Each command's proxy URL names it ("http://cmd-3:@127.0.0.1:3128"), and its client sends that
+// name as Basic credentials: the refusal is that command's. Credentials that are not a plain
+// short name name nobody.
+TEST_F(EgressProxyTest, BlockedEventsNameTheCommandItsClientNamed) {
+  StartProxy();
+  uint16_t port = Serve(MakePolicy(NetworkProfile::kDependencyEgress, {OriginHosts()}));
+  auto send = [&](const std::string& credentials) {
+    absl::StatusOr<UniqueFd> fd = ConnectTcp("127.0.0.1", port);
+    ASSERT_TRUE(fd.ok());
+    std::string auth =
+        credentials.empty() ? "" : fmt::format("Proxy-Authorization: {}\r\n", credentials);
+    ASSERT_TRUE(
+        SendAll(fd->get(), fmt::format("CONNECT evil.test:443 HTTP/1.1\r\n{}\r\n", auth)).ok());
+    EXPECT_TRUE(ReadUntil(fd->get(), "\r\n\r\n").starts_with("HTTP/1.1 403"));
+  };
+  send("Basic Y21kLTM6");          // "cmd-3:" (curl, requests)
+  send("basic Y21kLTQ=");          // "cmd-4", scheme in any case
+  send("");                        // git, urllib: no credentials
+  send("Basic Y21kIDM6");          // "cmd 3:": not a plain name
+  send("Bearer Y21kLTM6");         // not Basic
+  send("Basic !!!not-base64!!!");  // not base64
+  std::vector<BlockedNetworkEgress> blocked = events_.Blocked();
+  ASSERT_EQ(blocked.size(), 6u);
+  std::vector<std::string> clients;
+  for (const BlockedNetworkEgress& e : blocked) clients.push_back(e.client);
+  EXPECT_THAT(clients, ::testing::ElementsAre("cmd-3", "cmd-4", "", "", "", ""));
+  // A command's view: its own refusals and those that name nobody.
+  BlockedEventLog log;
+  for (const BlockedNetworkEgress& e : blocked) log.Record(e);
+  EXPECT_EQ(log.Since(id_, 0, "cmd-3").size(), 5u);
+  EXPECT_EQ(log.Since(id_, 1, "cmd-3").size(), 4u);
+  EXPECT_EQ(log.Since(id_, 0, "cmd-9").size(), 4u);
+  EXPECT_EQ(log.Since(id_, 0).size(), 6u);
 }
 
 // The proxy goes away while a name lookup runs: nothing of the session may be touched after

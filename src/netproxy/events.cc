@@ -95,16 +95,20 @@ uint64_t BlockedEventLog::Mark(const SandboxId& sandbox) const {
   return it == sandboxes_.end() ? 0 : it->second.next_seq;
 }
 
-std::vector<BlockedNetworkEgress> BlockedEventLog::Since(const SandboxId& sandbox,
-                                                         uint64_t mark) const {
+std::vector<BlockedNetworkEgress> BlockedEventLog::Since(const SandboxId& sandbox, uint64_t mark,
+                                                         std::string_view client) const {
   std::lock_guard lock(mu_);
   auto it = sandboxes_.find(sandbox);
   if (it == sandboxes_.end()) return {};
   const PerSandbox& s = it->second;
   uint64_t first_seq = s.next_seq - s.events.size();
   size_t skip = mark > first_seq ? static_cast<size_t>(mark - first_seq) : 0;
-  if (skip >= s.events.size()) return {};
-  return {s.events.begin() + static_cast<std::ptrdiff_t>(skip), s.events.end()};
+  std::vector<BlockedNetworkEgress> out;
+  for (size_t i = skip; i < s.events.size(); ++i) {
+    const BlockedNetworkEgress& e = s.events[i];
+    if (client.empty() || e.client.empty() || e.client == client) out.push_back(e);
+  }
+  return out;
 }
 
 uint64_t BlockedEventLog::Dropped(const SandboxId& sandbox) const {

@@ -43,6 +43,11 @@ struct BlockedNetworkEgress {
   std::string rule;    // the rule that blocked (Decision::rule, or a request refusal above)
   std::string method;  // "CONNECT", "GET", ...
   std::chrono::system_clock::time_point time;
+  // Which command of the sandbox made the request, when its client said so: the user name of
+  // its Proxy-Authorization: Basic credentials ("cmd-3", from the command's proxy URL
+  // "http://cmd-3:@127.0.0.1:3128"). Empty when the client sent none (git, Python's urllib). For attribution only: a command can name
+  // another command of its own sandbox, never reach another sandbox.
+  std::string client;
 };
 
 // A proxied connection (one CONNECT tunnel, or the plain-HTTP requests of one client connection
@@ -94,8 +99,11 @@ class BlockedEventLog {
   EventCallback Callback();
 
   // A position in the sandbox's stream of blocked events; Since(id, mark) returns those after it.
+  // With a `client`, only that client's events and those of no known client (which may be
+  // anyone's that ran meanwhile).
   uint64_t Mark(const SandboxId& sandbox) const;
-  std::vector<BlockedNetworkEgress> Since(const SandboxId& sandbox, uint64_t mark) const;
+  std::vector<BlockedNetworkEgress> Since(const SandboxId& sandbox, uint64_t mark,
+                                          std::string_view client = {}) const;
   uint64_t Dropped(const SandboxId& sandbox) const;
   void Forget(const SandboxId& sandbox);
 

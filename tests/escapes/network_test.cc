@@ -10,11 +10,13 @@
 
 #include <cstddef>
 #include <cstring>
+#include <thread>
 
 #include "common/files.h"
 #include "common/ids.h"
 #include "engine/testing/sandbox_fixture.h"
 #include "fmt/format.h"
+#include "gmock/gmock.h"
 #include "netproxy/egress_proxy.h"
 #include "netproxy/events.h"
 #include "netproxy/testing/test_net.h"
@@ -420,6 +422,27 @@ TEST_F(NetworkTest, ANoneSandboxWithItsPathKeptOpensWhileItRuns) {
     std::lock_guard<std::mutex> lock(mu_);
     EXPECT_EQ(policy_changes_, 2) << "every change is an audit event";
   }
+  DestroyAndCheckGone(std::move(sb));
+}
+
+TEST_F(NetworkTest, BlockedAttemptsAreListedWithTheCommandThatMadeThem) {
+  auto sb = Make(Spec(spec::NetworkProfile::kDependencyEgress, {"registry.test"}));
+  ASSERT_NE(sb, nullptr);
+  // Each command's proxy URL names it.
+  EXPECT_THAT(Exec(*sb, {"sh", "-c", "echo \"$HTTP_PROXY\""}).stdout_preview,
+              ::testing::MatchesRegex("http://cmd-[0-9]+:@127\\.0\\.0\\.1:3128\n"));
+  // A command that fails on its own while another one is refused a host: the refusal is the
+  // second one's only, so the first is not taken for NETWORK_REQUIRED.
+  CommandResult slow;
+  std::thread first([&] { slow = Exec(*sb, {"sh", "-c", "sleep 1.5; exit 3"}); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CommandResult refused = Curl(*sb, "http://other.test/hello");
+  first.join();
+  EXPECT_EQ(refused.classification, Classification::kNetworkRequired);
+  ASSERT_EQ(refused.violations.size(), 1u);
+  EXPECT_EQ(refused.violations[0].data["host"], "other.test");
+  EXPECT_EQ(slow.classification, Classification::kExitNonzero);
+  EXPECT_TRUE(slow.violations.empty()) << slow.violations.size() << " violations";
   DestroyAndCheckGone(std::move(sb));
 }
 

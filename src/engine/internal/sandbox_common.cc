@@ -183,7 +183,7 @@ absl::Status WriteIdMaps(pid_t pid, int pidfd, uid_t uid, gid_t gid, uid_t host_
 // The environment of a command: the minimal set, the spec's, the command's; with an egress
 // proxy (proxy_port != 0), the proxy variables every common tool reads.
 std::vector<std::string> CommandEnv(const spec::SandboxSpec& s, const CommandSpec& c,
-                                    uint16_t proxy_port) {
+                                    uint16_t proxy_port, std::string_view proxy_client) {
   std::map<std::string, std::string> env = {
       {"HOME", "/sandbox/home"},
       {"TMPDIR", "/sandbox/tmp"},
@@ -193,7 +193,12 @@ std::vector<std::string> CommandEnv(const spec::SandboxSpec& s, const CommandSpe
       {"LANG", "C.UTF-8"},
   };
   if (proxy_port != 0) {
-    std::string url = fmt::format("http://127.0.0.1:{}", proxy_port);
+    // A user name with an empty password: curl, requests/pip and Go send it as Basic credentials
+    // unasked; git sends nothing and, unlike with a user name alone, asks for no password; and no
+    // secret detector takes it for a password in a URL.
+    std::string url = proxy_client.empty()
+                          ? fmt::format("http://127.0.0.1:{}", proxy_port)
+                          : fmt::format("http://{}:@127.0.0.1:{}", proxy_client, proxy_port);
     for (const char* var : {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"}) {
       env[var] = url;
     }

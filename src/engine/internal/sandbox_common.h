@@ -52,9 +52,11 @@ absl::Status WriteIdMaps(pid_t pid, int pidfd, uid_t uid, gid_t gid, uid_t host_
                          gid_t host_gid);
 
 // A command's environment: the minimal set, the spec's, the command's; with an egress proxy
-// (proxy_port != 0), the proxy variables.
+// (proxy_port != 0), the proxy variables, whose URL names `proxy_client` as its user
+// ("http://cmd-3:@127.0.0.1:3128") when it is not empty: the clients that send it (curl,
+// requests/pip, Go) tell the proxy which command made each request.
 std::vector<std::string> CommandEnv(const spec::SandboxSpec& s, const CommandSpec& c,
-                                    uint16_t proxy_port);
+                                    uint16_t proxy_port, std::string_view proxy_client = {});
 
 // NOFILE, FSIZE, CORE=0 and STACK from the spec.
 std::vector<init::Rlimit> CommandRlimits(const spec::SandboxSpec& s);

@@ -5,12 +5,14 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 
+#include <algorithm>
 #include <exception>
 #include <limits>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "boost/asio/co_spawn.hpp"
 #include "boost/asio/detached.hpp"
 #include "boost/asio/post.hpp"
@@ -92,6 +94,30 @@ std::optional<AbsoluteUrl> ParseAbsoluteHttpUrl(std::string_view url) {
     out.target = out.target.substr(0, hash);
   }
   return out;
+}
+
+// The user name of Basic proxy credentials, which the engine puts in each command's proxy URL
+// ("http://cmd-3:@127.0.0.1:3128"): which command made the request. At most 32 of [A-Za-z0-9-];
+// anything else names nobody.
+std::string ClientName(const http::request<http::empty_body>& req) {
+  auto it = req.find(http::field::proxy_authorization);
+  if (it == req.end()) return {};
+  std::string_view value = View(it->value());
+  constexpr std::string_view kBasic = "Basic ";
+  if (value.size() <= kBasic.size() || value.size() > 128 ||
+      absl::AsciiStrToLower(std::string(value.substr(0, kBasic.size()))) != "basic ") {
+    return {};
+  }
+  std::string_view encoded = value.substr(kBasic.size());
+  std::string decoded;
+  if (!absl::Base64Unescape(absl::string_view(encoded.data(), encoded.size()), &decoded)) {
+    return {};
+  }
+  std::string name = decoded.substr(0, decoded.find(':'));
+  bool plain = std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-';
+  });
+  return plain && !name.empty() && name.size() <= 32 ? name : std::string();
 }
 
 // A plain request the proxy does not serve: where it was going, as far as it says, and why.
@@ -295,7 +321,7 @@ void Session::Blocked(std::string_view host, std::string_view address, uint16_t 
   if (!config_.options.on_event) return;
   config_.options.on_event(BlockedNetworkEgress{
       sandbox_->id, std::string(host.substr(0, kMaxEventHost)), std::string(address), port,
-      std::string(rule), method_, std::chrono::system_clock::now()});
+      std::string(rule), method_, std::chrono::system_clock::now(), client_name_});
 }
 
 asio::awaitable<void> Session::Respond(int status, std::string_view reason, std::string_view text,
@@ -338,6 +364,8 @@ asio::awaitable<void> Session::Run([[maybe_unused]] std::shared_ptr<Session> sel
       co_await Respond(407, "proxy-auth", "this listener needs its Proxy-Authorization");
       break;
     }
+    // A listener without credentials (the sandbox's own socket) reads them as the client's name.
+    if (sandbox_->proxy_authorization.empty()) client_name_ = ClientName(parser.get());
     if (parser.get().method() == http::verb::connect) {
       co_await HandleConnect(parser);
       break;
