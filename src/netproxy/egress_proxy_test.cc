@@ -14,6 +14,7 @@
 #include "fmt/format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "netproxy/testing/client_hello.h"
 #include "netproxy/testing/event_collector.h"
 #include "netproxy/testing/test_net.h"
 #include "netproxy/testing/test_servers.h"
@@ -763,6 +764,62 @@ TEST_F(EgressProxyTest, BlockedEventsNameTheCommandItsClientNamed) {
   EXPECT_EQ(log.Since(id_, 1, "cmd-3").size(), 4u);
   EXPECT_EQ(log.Since(id_, 0, "cmd-9").size(), 4u);
   EXPECT_EQ(log.Since(id_, 0).size(), 6u);
+}
+
+// Attack: SNI-based domain fronting. A tunnel to an allowed host (a CDN front end) whose TLS
+// ClientHello asks for another site, in one record or cut into many. Expected: the tunnel is
+// closed before a byte reaches the upstream, with a BlockedNetworkEgress naming the asked-for
+// site under "tls-server-name:<rule>". A ClientHello naming the CONNECT host, or another
+// allowed host, goes through; a later policy that refuses the second name closes that tunnel.
+TEST_F(EgressProxyTest, ATunnelsTlsServerNameMustBeAllowedToo) {
+  StartProxy();
+  const std::string alt = fmt::format("alt.test:{}", echo_->port());
+  uint16_t port = Serve(MakePolicy(NetworkProfile::kDependencyEgress, {EchoHosts(), alt}));
+  // The tunnel's first bytes, then what comes back through it (the echo) until it closes or
+  // `want` bytes arrived.
+  auto through = [&](const std::string& hello, UniqueFd* keep = nullptr) {
+    UniqueFd fd;
+    std::string head = Connect(port, EchoHosts(), &fd);
+    EXPECT_TRUE(head.starts_with("HTTP/1.1 200")) << head;
+    EXPECT_TRUE(SendAll(fd.get(), hello).ok());
+    std::string back = ReadUntil(fd.get(), hello);
+    if (keep) *keep = std::move(fd);
+    return back;
+  };
+  const std::string own = testing::ClientHelloFor("echo.test");
+  EXPECT_EQ(through(own), own);
+  EXPECT_EQ(through(testing::ClientHelloFor("ECHO.test.", 5)),
+            testing::ClientHelloFor("ECHO.test.", 5));
+  EXPECT_EQ(through("SSH-2.0-not-tls\r\n"), "SSH-2.0-not-tls\r\n");
+  EXPECT_TRUE(events_.Blocked().empty());
+
+  EXPECT_EQ(through(testing::ClientHelloFor("evil.test")), "");
+  EXPECT_EQ(through(testing::ClientHelloFor("evil.test", 3)), "");
+  std::vector<BlockedNetworkEgress> blocked = events_.Blocked();
+  ASSERT_EQ(blocked.size(), 2u);
+  for (const BlockedNetworkEgress& e : blocked) {
+    EXPECT_EQ(e.host, "evil.test");
+    EXPECT_EQ(e.port, echo_->port());
+    EXPECT_EQ(e.rule, "tls-server-name:not-allowlisted");
+    EXPECT_EQ(e.resolved_address, "127.0.0.1");
+  }
+  // Two names in one ClientHello: unreadable, refused.
+  std::string two = testing::Records(
+      testing::HelloMessage({testing::ServerName({{0, "echo.test"}, {0, "evil.test"}})}));
+  EXPECT_EQ(through(two), "");
+  ASSERT_EQ(events_.Blocked().size(), 3u);
+  EXPECT_EQ(events_.Blocked()[2].rule, "tls-unreadable-client-hello");
+
+  // Another allowed name goes through, until the policy stops allowing it.
+  UniqueFd open;
+  const std::string other = testing::ClientHelloFor("alt.test");
+  EXPECT_EQ(through(other, &open), other);
+  absl::StatusOr<PolicyChanged> change =
+      proxy_->UpdatePolicy(id_, MakePolicy(NetworkProfile::kDependencyEgress, {EchoHosts()}));
+  ASSERT_TRUE(change.ok()) << change.status();
+  EXPECT_EQ(ReadUntil(open.get()), "") << "the tunnel is closed";
+  ASSERT_EQ(events_.Blocked().size(), 4u);
+  EXPECT_EQ(events_.Blocked()[3].rule, "tls-server-name:not-allowlisted");
 }
 
 // The proxy goes away while a name lookup runs: nothing of the session may be touched after

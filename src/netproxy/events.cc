@@ -8,7 +8,8 @@ namespace airlock::netproxy {
 
 bool IsRequestRefusal(std::string_view rule) {
   return rule == kRuleInvalidHost || rule.starts_with(kRuleUnsupportedScheme) ||
-         rule == kRuleNotAProxyRequest || rule == kRuleUnsupportedFraming;
+         rule == kRuleNotAProxyRequest || rule == kRuleUnsupportedFraming ||
+         rule == kRuleTlsUnreadable;
 }
 namespace {
 

@@ -25,12 +25,17 @@ namespace airlock::netproxy {
 
 // Rules of requests the proxy refuses as requests, before any policy: a bad host, a URL it
 // does not proxy ("unsupported-scheme:https" for an https:// URL sent as a plain request), a
-// plain request that is not in proxy form, a body framing it does not relay. No network policy
+// plain request that is not in proxy form, a body framing it does not relay, a tunnel whose
+// TLS ClientHello cannot be read (netproxy/tls_hello.h). No network policy
 // would let them through, so they never make a command NETWORK_REQUIRED.
 inline constexpr std::string_view kRuleInvalidHost = "invalid-host";
 inline constexpr std::string_view kRuleUnsupportedScheme = "unsupported-scheme:";
 inline constexpr std::string_view kRuleNotAProxyRequest = "not-a-proxy-request";
 inline constexpr std::string_view kRuleUnsupportedFraming = "unsupported-framing";
+inline constexpr std::string_view kRuleTlsUnreadable = "tls-unreadable-client-hello";
+// A tunnel whose TLS ClientHello names a server the policy refuses: "tls-server-name:" and the
+// policy's rule for that name (the event's host is the name).
+inline constexpr std::string_view kRuleTlsServerName = "tls-server-name:";
 bool IsRequestRefusal(std::string_view rule);
 
 // One refused attempt. Blocked before resolving: resolved_address is empty. A name that resolved
@@ -45,8 +50,9 @@ struct BlockedNetworkEgress {
   std::chrono::system_clock::time_point time;
   // Which command of the sandbox made the request, when its client said so: the user name of
   // its Proxy-Authorization: Basic credentials ("cmd-3", from the command's proxy URL
-  // "http://cmd-3:@127.0.0.1:3128"). Empty when the client sent none (git, Python's urllib). For attribution only: a command can name
-  // another command of its own sandbox, never reach another sandbox.
+  // "http://cmd-3:@127.0.0.1:3128"). Empty when the client sent none (git, Python's urllib). For
+  // attribution only: a command can name another command of its own sandbox, never reach another
+  // sandbox.
   std::string client;
 };
 

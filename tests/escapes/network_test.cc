@@ -446,5 +446,30 @@ TEST_F(NetworkTest, BlockedAttemptsAreListedWithTheCommandThatMadeThem) {
   DestroyAndCheckGone(std::move(sb));
 }
 
+// Attack: SNI-based domain fronting with a real client. curl is told to connect to an allowed
+// host (registry.test, port 443) for a URL of another one, so its CONNECT names the allowed host
+// while its TLS ClientHello asks for other.test. Expected: the proxy closes the tunnel, the
+// command's violation names other.test under tls-server-name:not-allowlisted, and the command
+// is NETWORK_REQUIRED. The same curl without the trick reaches the server on 443 (a plain echo
+// here, so its TLS handshake fails there, after the proxy let it through).
+TEST_F(NetworkTest, ATunnelCannotAskAnAllowedHostForAnotherSite) {
+  auto tls = TestServer::Start(
+      {TestServer::Kind::kEcho, TestNetwork::kHostA, 443, net_->public_ns(), "tls-a", ""});
+  ASSERT_TRUE(tls.ok()) << tls.status();
+  auto sb = Make(Spec(spec::NetworkProfile::kDependencyEgress, {"registry.test"}));
+  ASSERT_NE(sb, nullptr);
+  CommandResult direct = Exec(*sb, {"curl", "-sS", "--max-time", "10", "https://registry.test/"});
+  EXPECT_EQ(direct.exit_code, 35) << direct.stderr_preview;  // a TLS error from the echo
+  EXPECT_TRUE(direct.violations.empty());
+  CommandResult fronted = Exec(*sb, {"curl", "-sS", "--max-time", "10", "--connect-to",
+                                     "other.test:443:registry.test:443", "https://other.test/"});
+  EXPECT_NE(fronted.exit_code, 0);
+  EXPECT_EQ(fronted.classification, Classification::kNetworkRequired) << fronted.stderr_preview;
+  ASSERT_EQ(fronted.violations.size(), 1u);
+  EXPECT_EQ(fronted.violations[0].data["host"], "other.test");
+  EXPECT_EQ(fronted.violations[0].data["rule"], "tls-server-name:not-allowlisted");
+  DestroyAndCheckGone(std::move(sb));
+}
+
 }  // namespace
 }  // namespace airlock::engine

@@ -27,6 +27,7 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "fmt/format.h"
+#include "netproxy/tls_hello.h"
 
 namespace airlock::netproxy::internal {
 namespace {
@@ -247,8 +248,58 @@ Decision Session::Decide(const Policy& policy) const {
                         port_, method_, target_};
   Decision d = policy.CheckRequest(request);
   if (!d.allowed) return d;
+  if (tunnel_ && tls_name_) {
+    d = DecideTlsName(policy, *tls_name_);
+    if (!d.allowed) return d;
+  }
   return policy.CheckAddress(*upstream_host_, port_, *upstream_ip_,
                              config_.local_addresses->Contains(*upstream_ip_));
+}
+
+Decision Session::DecideTlsName(const Policy& policy, const HostName& name) const {
+  Decision d = policy.CheckRequest({RequestKind::kConnect, name, port_, "CONNECT", {}});
+  if (!d.allowed) d.rule = std::string(kRuleTlsServerName) + d.rule;
+  return d;
+}
+
+asio::awaitable<bool> Session::CheckTlsServerName() {
+  Touch(config_.options.header_timeout, "header-timeout");
+  error_code ec;
+  while (true) {
+    asio::const_buffer data = client_buffer_.data();
+    ClientHelloScan scan =
+        ScanClientHello(std::string_view(static_cast<const char*>(data.data()), data.size()));
+    switch (scan.kind) {
+      case ClientHelloScan::Kind::kNeedMore: {
+        size_t n = co_await client_.async_read_some(client_buffer_.prepare(4096), Ec(ec));
+        if (ec) co_return false;  // the client went away (or the header timeout closed it)
+        client_buffer_.commit(n);
+        continue;
+      }
+      case ClientHelloScan::Kind::kNotTls:
+      case ClientHelloScan::Kind::kNoName:
+        co_return true;
+      case ClientHelloScan::Kind::kMalformed:
+        Log().Info("unreadable ClientHello",
+                   {{"sandbox", sandbox_->id.value()}, {"host", host_}, {"why", scan.why}});
+        Blocked(host_, address_, port_, kRuleTlsUnreadable);
+        Close("blocked");
+        co_return false;
+      case ClientHelloScan::Kind::kName:
+        break;
+    }
+    if (scan.name == host_) co_return true;
+    absl::StatusOr<HostName> name = NormalizeHost(scan.name);
+    Decision d = name.ok() ? DecideTlsName(*sandbox_->policy(), *name)
+                           : Decision::Block(std::string(kRuleTlsUnreadable));
+    if (!d.allowed) {
+      Blocked(scan.name, address_, port_, d.rule);
+      Close("blocked");
+      co_return false;
+    }
+    tls_name_ = *std::move(name);
+    co_return true;
+  }
 }
 
 void Session::Recheck() {
@@ -428,7 +479,8 @@ asio::awaitable<void> Session::HandleConnect(http::request_parser<http::empty_bo
   co_await asio::async_write(client_, asio::buffer(kEstablished), Ec(ec));
   if (ec) co_return;
   responded_ = true;
-  // Bytes the client sent right after its CONNECT head (a TLS ClientHello) are already read.
+  if (!co_await CheckTlsServerName()) co_return;
+  // Bytes the client sent after its CONNECT head (a TLS ClientHello) are already read.
   if (client_buffer_.size() > 0) {
     size_t n = client_buffer_.size();
     co_await asio::async_write(*upstream_, client_buffer_.data(), Ec(ec));

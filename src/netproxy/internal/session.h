@@ -67,6 +67,13 @@ class Session : public std::enable_shared_from_this<Session> {
   // After OpenUpstream under `checked`: false (answered 403) when the policy changed meanwhile
   // and the new one refuses the connection.
   asio::awaitable<bool> StillAllowed(const std::shared_ptr<const Policy>& checked);
+  // After a CONNECT's 200: reads the client's first bytes until its ClientHello's server name
+  // is known (tls_hello.h) and checks that name against the policy, as the CONNECT host was. A
+  // tunnel that is not TLS, or names no host, goes on. False (the session ends, with a
+  // BlockedNetworkEgress) for a refused name or an unreadable ClientHello.
+  asio::awaitable<bool> CheckTlsServerName();
+  // The policy's decision on the TLS server name of this tunnel, if it gave one.
+  Decision DecideTlsName(const Policy& policy, const HostName& name) const;
   asio::awaitable<void> Tunnel();
   // One direction of a tunnel until EOF (half-closing the other side) or an error (closing both).
   asio::awaitable<void> Pump(bool upstream_to_client);
@@ -142,6 +149,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // exchange uses them.
   std::optional<HostName> upstream_host_;
   std::optional<IpAddress> upstream_ip_;
+  std::optional<HostName> tls_name_;  // the tunnel's TLS server name, when not the CONNECT host
   std::string target_;
   bool tunnel_ = false;
   bool in_exchange_ = false;

@@ -1,0 +1,121 @@
+#include "netproxy/tls_hello.h"
+
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "netproxy/testing/client_hello.h"
+
+namespace airlock::netproxy {
+namespace {
+
+using Kind = ClientHelloScan::Kind;
+using testing::Extension;
+using testing::HelloMessage;
+using testing::Int;
+using testing::Records;
+using testing::ServerName;
+using testing::Vec;
+
+ClientHelloScan Scan(const std::string& data) { return ScanClientHello(data); }
+
+TEST(TlsHelloTest, ReadsTheHostNameOfAClientHello) {
+  std::string hello =
+      Records(HelloMessage({Extension(10, "groups"), ServerName({{0, "Registry.Test."}})}));
+  ClientHelloScan scan = Scan(hello);
+  EXPECT_EQ(scan.kind, Kind::kName) << scan.why;
+  EXPECT_EQ(scan.name, "registry.test");
+  // Any prefix asks for more, never decides early.
+  for (size_t n = 1; n < hello.size(); ++n) {
+    EXPECT_EQ(Scan(hello.substr(0, n)).kind, Kind::kNeedMore) << n;
+  }
+  // Bytes after the ClientHello's records (a client's next record) change nothing.
+  EXPECT_EQ(Scan(hello + Int(20, 1) + Int(0x0303, 2) + Vec("\x01", 2)).name, "registry.test");
+}
+
+// Attack: the ClientHello cut into many small records, so that a reader of the first record
+// alone would find no name (and let the tunnel through). Expected: the records are joined.
+TEST(TlsHelloTest, JoinsAClientHelloCutIntoRecords) {
+  std::string message = HelloMessage({ServerName({{0, "evil.test"}})});
+  for (size_t record : {1, 3, 7, 40}) {
+    ClientHelloScan scan = Scan(Records(message, record));
+    EXPECT_EQ(scan.kind, Kind::kName) << record << " " << scan.why;
+    EXPECT_EQ(scan.name, "evil.test") << record;
+  }
+}
+
+TEST(TlsHelloTest, AClientHelloWithoutAHostNameNamesNothing) {
+  EXPECT_EQ(Scan(Records(HelloMessage({Extension(10, "groups")}))).kind, Kind::kNoName);
+  EXPECT_EQ(Scan(Records(HelloMessage({}, /*with_extensions=*/false))).kind, Kind::kNoName);
+  // A name of another type than host_name is not a host name.
+  EXPECT_EQ(Scan(Records(HelloMessage({ServerName({{7, "x"}})}))).kind, Kind::kNoName);
+}
+
+TEST(TlsHelloTest, OtherProtocolsAreNotTls) {
+  EXPECT_EQ(Scan("GET / HTTP/1.1\r\n").kind, Kind::kNotTls);
+  EXPECT_EQ(Scan("SSH-2.0-OpenSSH_9.2\r\n").kind, Kind::kNotTls);
+  EXPECT_EQ(Scan(std::string("\x16\x01", 2)).kind, Kind::kNotTls);
+  EXPECT_EQ(Scan("").kind, Kind::kNeedMore);
+  EXPECT_EQ(Scan("\x16").kind, Kind::kNeedMore);
+}
+
+// Attack: ClientHellos shaped to show this check one name and the server another, or to make
+// the reader go wrong. Expected: each is unreadable (the proxy closes the tunnel).
+TEST(TlsHelloTest, AmbiguousOrBrokenClientHellosAreMalformed) {
+  auto kind_of = [](const std::string& data) { return Scan(data).kind; };
+  // Two names, or two server_name extensions.
+  EXPECT_EQ(kind_of(Records(HelloMessage({ServerName({{0, "ok.test"}, {0, "evil.test"}})}))),
+            Kind::kMalformed);
+  EXPECT_EQ(kind_of(Records(
+                HelloMessage({ServerName({{0, "ok.test"}}), ServerName({{0, "evil.test"}})}))),
+            Kind::kMalformed);
+  // A name with bytes no host name has, or an empty one.
+  EXPECT_EQ(kind_of(Records(HelloMessage({ServerName({{0, std::string("ok.test\0x", 9)}})}))),
+            Kind::kMalformed);
+  EXPECT_EQ(kind_of(Records(HelloMessage({ServerName({{0, "."}})}))), Kind::kMalformed);
+  // An alert record in the middle of the ClientHello's records.
+  std::string message = HelloMessage({ServerName({{0, "evil.test"}})});
+  std::string split = Records(message.substr(0, 10)) + Int(21, 1) + Int(0x0303, 2) +
+                      Vec("\x02\x28", 2) + Records(message.substr(10));
+  EXPECT_EQ(kind_of(split), Kind::kMalformed);
+  // A first handshake message that is not a ClientHello, or one declared over 64 KiB.
+  std::string server_hello = message;
+  server_hello[0] = 2;
+  EXPECT_EQ(kind_of(Records(server_hello)), Kind::kMalformed);
+  EXPECT_EQ(kind_of(Int(22, 1) + Int(0x0301, 2) + Vec(Int(1, 1) + Int(1 << 20, 3), 2)),
+            Kind::kMalformed);
+  // Records of length 0 or over 16 KiB.
+  EXPECT_EQ(kind_of(Int(22, 1) + Int(0x0301, 2) + Int(0, 2)), Kind::kMalformed);
+  EXPECT_EQ(kind_of(Int(22, 1) + Int(0x0301, 2) + Int(16385, 2)), Kind::kMalformed);
+  // Extensions whose lengths do not add up, and a message with bytes after the ClientHello.
+  std::string cut = HelloMessage({ServerName({{0, "evil.test"}})});
+  cut[cut.size() - 10] = 0x40;  // the low byte of the name's length, now past the end
+  EXPECT_EQ(kind_of(Records(cut)), Kind::kMalformed);
+  std::string message_and_more = message + Int(20, 1);
+  EXPECT_EQ(kind_of(Records(message_and_more)), Kind::kMalformed);
+}
+
+// A real ClientHello, from Python's ssl module (OpenSSL, TLS 1.3 with its key shares).
+TEST(TlsHelloTest, ReadsARealClientHello) {
+  FILE* p = ::popen(
+      "python3 -c \"import ssl, sys\n"
+      "ctx = ssl.create_default_context(); i = ssl.MemoryBIO(); o = ssl.MemoryBIO()\n"
+      "s = ctx.wrap_bio(i, o, server_hostname='Real.Example.org')\n"
+      "try:\n  s.do_handshake()\nexcept ssl.SSLWantReadError:\n  pass\n"
+      "sys.stdout.buffer.write(o.read())\"",
+      "r");
+  ASSERT_NE(p, nullptr);
+  std::string hello;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), p)) > 0;) hello.append(buf, n);
+  ASSERT_EQ(::pclose(p), 0);
+  ASSERT_GT(hello.size(), 100u);
+  ClientHelloScan scan = Scan(hello);
+  EXPECT_EQ(scan.kind, Kind::kName) << scan.why;
+  EXPECT_EQ(scan.name, "real.example.org");
+}
+
+}  // namespace
+}  // namespace airlock::netproxy
