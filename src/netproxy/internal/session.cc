@@ -271,8 +271,14 @@ asio::awaitable<bool> Session::CheckTlsServerName() {
         ScanClientHello(std::string_view(static_cast<const char*>(data.data()), data.size()));
     switch (scan.kind) {
       case ClientHelloScan::Kind::kNeedMore: {
-        size_t n = co_await client_.async_read_some(client_buffer_.prepare(4096), Ec(ec));
+        // Only what has arrived: a tunnel whose first bytes are not TLS then costs no buffer
+        // beyond them (the buffer is released before the splicing starts anyway).
+        co_await client_.async_wait(asio::socket_base::wait_read, Ec(ec));
         if (ec) co_return false;  // the client went away (or the header timeout closed it)
+        size_t ready = client_.available(ec);
+        size_t want = std::clamp<size_t>(ec ? 0 : ready, 1, kMaxClientHelloBytes);
+        size_t n = co_await client_.async_read_some(client_buffer_.prepare(want), Ec(ec));
+        if (ec) co_return false;
         client_buffer_.commit(n);
         continue;
       }
