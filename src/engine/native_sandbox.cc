@@ -351,6 +351,18 @@ absl::Status NativeSandbox::StartForwarder() {
     made = cgroup_->CreateChild("egress");
   }
   ASSIGN_OR_RETURN(std::unique_ptr<Cgroup> cg, std::move(made), "create forwarder cgroup");
+  // A failed start leaves no forwarder and no cgroup behind, so that opening a none sandbox
+  // can be tried again.
+  bool started = false;
+  struct RemoveOnFailure {
+    Cgroup& cg;
+    const bool& started;
+    ~RemoveOnFailure() {
+      if (started) return;
+      (void)cg.Kill();
+      (void)cg.Destroy();
+    }
+  } remove_on_failure{*cg, started};
   int ready[2];
   if (::pipe2(ready, O_CLOEXEC) != 0) return ErrnoStatus(errno, "pipe");
   UniqueFd ready_r(ready[0]);
@@ -381,8 +393,27 @@ absl::Status NativeSandbox::StartForwarder() {
         "hung; a process of the sandbox may hold that port)",
         options_.egress.port));
   }
+  started = true;
   forwarding_ = true;
   return absl::OkStatus();
+}
+
+void NativeSandbox::StartProxyClientRun(const std::string& name) {
+  std::lock_guard lock(proxy_clients_mu_);
+  proxy_client_runs_[name] = {std::chrono::system_clock::now(), std::nullopt};
+}
+
+void NativeSandbox::EndProxyClientRun(const std::string& name) {
+  constexpr size_t kKeptProxyClientRuns = 1024;
+  std::lock_guard lock(proxy_clients_mu_);
+  auto it = proxy_client_runs_.find(name);
+  if (it == proxy_client_runs_.end() || it->second.end) return;
+  it->second.end = std::chrono::system_clock::now();
+  finished_proxy_clients_.push_back(name);
+  while (finished_proxy_clients_.size() > kKeptProxyClientRuns) {
+    proxy_client_runs_.erase(finished_proxy_clients_.front());
+    finished_proxy_clients_.pop_front();
+  }
 }
 
 absl::StatusOr<netproxy::PolicyChanged> NativeSandbox::UpdateNetworkPolicy(
@@ -600,6 +631,7 @@ void NativeSandbox::RecordTimings(const Timings& command) {
 
 absl::Status NativeSandbox::Pause() {
   if (destroyed_) return FailedPrecondition("sandbox was destroyed");
+  std::lock_guard egress_lock(egress_mu_);  // not while the forwarder of an opening starts
   std::lock_guard lock(cgroup_mu_);
   RETURN_IF_ERROR(cgroup_->Freeze(), "pause sandbox");
   paused_ = true;
@@ -613,6 +645,27 @@ absl::Status NativeSandbox::Resume() {
   paused_ = false;
   return absl::OkStatus();
 }
+
+namespace {
+
+// The blocked events of a command's run that are its own: those its client named it in, those
+// that name nobody (git and urllib send no name, so they may be anyone's that ran meanwhile),
+// and those that name a command that was not running at the event's time (a made-up or borrowed
+// name hides nothing). Those naming another command that ran then are that command's.
+std::vector<netproxy::BlockedNetworkEgress> OwnBlockedEvents(
+    std::vector<netproxy::BlockedNetworkEgress> events, const std::string& own,
+    const std::map<std::string, internal::ProxyClientRun>& runs) {
+  std::erase_if(events, [&](const netproxy::BlockedNetworkEgress& e) {
+    if (e.client.empty() || e.client == own) return false;
+    auto it = runs.find(e.client);
+    if (it == runs.end()) return false;
+    const internal::ProxyClientRun& run = it->second;
+    return e.time >= run.start && (!run.end || e.time <= *run.end);
+  });
+  return events;
+}
+
+}  // namespace
 
 struct RunningCommand::State {
   NativeSandbox* sandbox = nullptr;
@@ -760,6 +813,8 @@ absl::StatusOr<std::unique_ptr<RunningCommand>> NativeSandbox::Start(const Comma
   UniqueFd stdio[3] = {std::move(in_r), std::move(out_w), std::move(err_w)};
   st->egress_mark =
       egress_bound_ && options_.egress.blocked ? options_.egress.blocked->Mark(id_) : 0;
+  StartProxyClientRun(st->proxy_client);
+  auto end_run_on_failure = [this, &st] { EndProxyClientRun(st->proxy_client); };
   absl::StatusOr<std::unique_ptr<supervisor::Supervisor>> sup = StartSupervisor(
       [cg = st->cg, mu = st->cg_mu] {
         std::lock_guard lock(*mu);
@@ -767,6 +822,7 @@ absl::StatusOr<std::unique_ptr<RunningCommand>> NativeSandbox::Start(const Comma
       },
       options.syscall_events);
   if (!sup.ok()) {
+    end_run_on_failure();
     (void)::unlink(st->raw_path.c_str());
     destroy_cgroup();
     return Annotate(sup.status(), "start syscall supervisor");
@@ -778,6 +834,7 @@ absl::StatusOr<std::unique_ptr<RunningCommand>> NativeSandbox::Start(const Comma
   }
   absl::StatusOr<pid_t> pid = Spawn(req, stdio, *st->cg, std::move(taken.entry), exit_slot, attach);
   if (!pid.ok()) {
+    end_run_on_failure();
     (void)st->KillTree();  // a process that was not started may be waiting for its start
     st->sup.reset();
     (void)::unlink(st->raw_path.c_str());
@@ -794,6 +851,12 @@ absl::StatusOr<CommandResult> RunningCommand::Wait() {
   if (st.waited) return FailedPrecondition("command was already waited for");
   st.waited = true;
   NativeSandbox& sb = *st.sandbox;
+  // The command's run ends with this call, after it has taken its own blocked events.
+  struct EndRun {
+    NativeSandbox& sb;
+    const std::string& name;
+    ~EndRun() { sb.EndProxyClientRun(name); }
+  } end_run{sb, st.proxy_client};
   const spec::SandboxSpec& s = sb.options_.spec;
   CommandResult& result = st.result;
   OutputCapture& capture = *st.capture;
@@ -975,8 +1038,13 @@ absl::StatusOr<CommandResult> RunningCommand::Wait() {
   }
   std::optional<netproxy::NetworkRequired> network_required;
   if (sb.egress_bound_ && sb.options_.egress.blocked != nullptr) {
-    std::vector<netproxy::BlockedNetworkEgress> blocked =
-        sb.options_.egress.blocked->Since(sb.id_, st.egress_mark, st.proxy_client);
+    std::map<std::string, internal::ProxyClientRun> runs;
+    {
+      std::lock_guard lock(sb.proxy_clients_mu_);
+      runs = sb.proxy_client_runs_;
+    }
+    std::vector<netproxy::BlockedNetworkEgress> blocked = OwnBlockedEvents(
+        sb.options_.egress.blocked->Since(sb.id_, st.egress_mark), st.proxy_client, runs);
     constexpr size_t kMaxNetworkViolations = 64;
     for (size_t i = 0; i < blocked.size() && i < kMaxNetworkViolations; ++i) {
       result.violations.push_back(netproxy::ToViolation(blocked[i]));
@@ -1048,10 +1116,14 @@ absl::Status NativeSandbox::Destroy() {
   if (control_) ::shutdown(control_.get(), SHUT_RDWR);  // wakes the control reader
   if (control_reader_.joinable()) control_reader_.join();
   control_.Reset();
-  if (egress_bound_) {
-    status.Update(Annotate(options_.egress.proxy->RemoveSandbox(id_), "egress proxy"));
-    if (options_.egress.blocked != nullptr) options_.egress.blocked->Forget(id_);
-    egress_bound_ = false;
+  {
+    // After a network change under way: it uses the proxy until it returns.
+    std::lock_guard lock(egress_mu_);
+    if (egress_bound_) {
+      status.Update(Annotate(options_.egress.proxy->RemoveSandbox(id_), "egress proxy"));
+      if (options_.egress.blocked != nullptr) options_.egress.blocked->Forget(id_);
+      egress_bound_ = false;
+    }
   }
   // Only host-side files: mount points (whose mounts live in the sandbox's mount namespace),
   // generated output, sockets.

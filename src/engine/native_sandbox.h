@@ -31,6 +31,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -61,6 +62,14 @@ namespace airlock::engine {
 inline constexpr const char* kDegradableProtections[] = {
     "landlock", "cgroup-memory", "cgroup-pids", "cgroup-cpu", "swap-accounting",
 };
+
+namespace internal {
+// When a command ran, by its proxy name (NativeSandbox's blocked-event attribution).
+struct ProxyClientRun {
+  std::chrono::system_clock::time_point start;
+  std::optional<std::chrono::system_clock::time_point> end;  // none while it runs
+};
+}  // namespace internal
 
 // The only way out of a sandbox whose network profile is not "none": a netproxy::EgressProxy
 // serving it on a unix socket bound into the sandbox at /run/egress.sock, and airlock-forwarder
@@ -338,10 +347,19 @@ class NativeSandbox {
   std::atomic<uint64_t> next_file_op_{1};
   // The proxy serves this sandbox and its socket is bound inside (profile other than none, or
   // open_later): blocked attempts are recorded with the commands.
-  bool egress_bound_ = false;
+  std::atomic<bool> egress_bound_{false};
   // airlock-forwarder listens in the sandbox: commands get the proxy variables.
   std::atomic<bool> forwarding_{false};
   std::mutex egress_mu_;  // one network policy change at a time
+  // When each command (by its proxy name, cmd-N) ran: a blocked event naming a command that ran
+  // at the event's time is that command's; one naming nobody, or a command that was not running
+  // then (a made-up or borrowed name), is listed by every command whose run it falls in
+  // (OwnBlockedEvents). The last 1024 finished runs are kept.
+  void StartProxyClientRun(const std::string& name);
+  void EndProxyClientRun(const std::string& name);
+  std::mutex proxy_clients_mu_;
+  std::map<std::string, internal::ProxyClientRun> proxy_client_runs_;
+  std::deque<std::string> finished_proxy_clients_;  // oldest first, for pruning
   pid_t forwarder_pid_ = -1;
   bool destroyed_ = false;
 

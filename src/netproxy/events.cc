@@ -9,7 +9,7 @@ namespace airlock::netproxy {
 bool IsRequestRefusal(std::string_view rule) {
   return rule == kRuleInvalidHost || rule.starts_with(kRuleUnsupportedScheme) ||
          rule == kRuleNotAProxyRequest || rule == kRuleUnsupportedFraming ||
-         rule == kRuleTlsUnreadable;
+         rule == kRuleTlsUnreadable || rule == kRuleTlsEncryptedHello;
 }
 namespace {
 
@@ -96,20 +96,16 @@ uint64_t BlockedEventLog::Mark(const SandboxId& sandbox) const {
   return it == sandboxes_.end() ? 0 : it->second.next_seq;
 }
 
-std::vector<BlockedNetworkEgress> BlockedEventLog::Since(const SandboxId& sandbox, uint64_t mark,
-                                                         std::string_view client) const {
+std::vector<BlockedNetworkEgress> BlockedEventLog::Since(const SandboxId& sandbox,
+                                                         uint64_t mark) const {
   std::lock_guard lock(mu_);
   auto it = sandboxes_.find(sandbox);
   if (it == sandboxes_.end()) return {};
   const PerSandbox& s = it->second;
   uint64_t first_seq = s.next_seq - s.events.size();
   size_t skip = mark > first_seq ? static_cast<size_t>(mark - first_seq) : 0;
-  std::vector<BlockedNetworkEgress> out;
-  for (size_t i = skip; i < s.events.size(); ++i) {
-    const BlockedNetworkEgress& e = s.events[i];
-    if (client.empty() || e.client.empty() || e.client == client) out.push_back(e);
-  }
-  return out;
+  if (skip >= s.events.size()) return {};
+  return {s.events.begin() + static_cast<std::ptrdiff_t>(skip), s.events.end()};
 }
 
 uint64_t BlockedEventLog::Dropped(const SandboxId& sandbox) const {

@@ -33,6 +33,8 @@ inline constexpr std::string_view kRuleUnsupportedScheme = "unsupported-scheme:"
 inline constexpr std::string_view kRuleNotAProxyRequest = "not-a-proxy-request";
 inline constexpr std::string_view kRuleUnsupportedFraming = "unsupported-framing";
 inline constexpr std::string_view kRuleTlsUnreadable = "tls-unreadable-client-hello";
+// A ClientHello with an encrypted_client_hello extension, under a policy other than open.
+inline constexpr std::string_view kRuleTlsEncryptedHello = "tls-encrypted-client-hello";
 // A tunnel whose TLS ClientHello names a server the policy refuses: "tls-server-name:" and the
 // policy's rule for that name (the event's host is the name).
 inline constexpr std::string_view kRuleTlsServerName = "tls-server-name:";
@@ -105,11 +107,8 @@ class BlockedEventLog {
   EventCallback Callback();
 
   // A position in the sandbox's stream of blocked events; Since(id, mark) returns those after it.
-  // With a `client`, only that client's events and those of no known client (which may be
-  // anyone's that ran meanwhile).
   uint64_t Mark(const SandboxId& sandbox) const;
-  std::vector<BlockedNetworkEgress> Since(const SandboxId& sandbox, uint64_t mark,
-                                          std::string_view client = {}) const;
+  std::vector<BlockedNetworkEgress> Since(const SandboxId& sandbox, uint64_t mark) const;
   uint64_t Dropped(const SandboxId& sandbox) const;
   void Forget(const SandboxId& sandbox);
 

@@ -9,6 +9,8 @@ namespace {
 constexpr uint8_t kHandshakeRecord = 22;
 constexpr uint8_t kClientHello = 1;
 constexpr uint16_t kServerNameExtension = 0;
+constexpr uint16_t kEncryptedClientHello = 0xfe0d;       // RFC 9849 (ECH)
+constexpr uint16_t kEncryptedClientHelloDraft = 0xffce;  // its drafts' encrypted_server_name
 constexpr uint8_t kHostNameType = 0;
 constexpr size_t kRecordHeader = 5;
 constexpr size_t kMaxRecordPayload = 16384;  // plaintext records (RFC 8446 5.1)
@@ -48,7 +50,24 @@ class Reader {
 };
 
 ClientHelloScan Malformed(std::string why) {
-  return {ClientHelloScan::Kind::kMalformed, {}, std::move(why)};
+  ClientHelloScan scan;
+  scan.kind = ClientHelloScan::Kind::kMalformed;
+  scan.why = std::move(why);
+  return scan;
+}
+
+ClientHelloScan NeedMore(size_t need) {
+  ClientHelloScan scan;
+  scan.need = need;
+  return scan;
+}
+
+ClientHelloScan Decided(ClientHelloScan::Kind kind, std::string name, bool ech) {
+  ClientHelloScan scan;
+  scan.kind = kind;
+  scan.name = std::move(name);
+  scan.encrypted_hello = ech;
+  return scan;
 }
 
 // A host name as a server_name entry may carry it: letters, digits, '-', '_' and dots, at most
@@ -79,16 +98,18 @@ ClientHelloScan ParseClientHello(std::string_view body) {
       compression.empty()) {
     return Malformed("a ClientHello cut short before its extensions");
   }
-  if (r.empty()) return {ClientHelloScan::Kind::kNoName, {}, {}};  // no extensions at all
+  if (r.empty()) return Decided(ClientHelloScan::Kind::kNoName, {}, false);  // no extensions
   std::string_view extensions = r.Vector(2);
   if (!r.ok() || !r.empty()) return Malformed("extensions that do not fill the ClientHello");
   Reader ext(extensions);
   std::optional<std::string> name;
   bool seen_server_name = false;
+  bool ech = false;
   while (!ext.empty()) {
     uint32_t type = ext.Int(2);
     std::string_view data = ext.Vector(2);
     if (!ext.ok()) return Malformed("an extension cut short");
+    if (type == kEncryptedClientHello || type == kEncryptedClientHelloDraft) ech = true;
     if (type != kServerNameExtension) continue;
     // Two server_name extensions, or two host names in one, could name an allowed host for
     // this check and another for the server: refused (RFC 8446 4.2, RFC 6066 3).
@@ -110,33 +131,33 @@ ClientHelloScan ParseClientHello(std::string_view body) {
       if (!name) return Malformed("a server name that is not a host name");
     }
   }
-  if (!name) return {ClientHelloScan::Kind::kNoName, {}, {}};
-  return {ClientHelloScan::Kind::kName, *std::move(name), {}};
+  if (!name) return Decided(ClientHelloScan::Kind::kNoName, {}, ech);
+  return Decided(ClientHelloScan::Kind::kName, *std::move(name), ech);
 }
 
 }  // namespace
 
 ClientHelloScan ScanClientHello(std::string_view data) {
-  if (data.empty()) return {};
+  if (data.empty()) return NeedMore(1);
+  // Any stream that starts with the handshake record type is read as TLS: some servers (Go's)
+  // accept any record version on a first record, so a version byte is no way out of the check.
   if (static_cast<uint8_t>(data[0]) != kHandshakeRecord) return {ClientHelloScan::Kind::kNotTls};
-  if (data.size() >= 2 && static_cast<uint8_t>(data[1]) != 3) {
-    return {ClientHelloScan::Kind::kNotTls};  // 0x16 but no TLS record version after it
-  }
   // The handshake message, joined from consecutive handshake records.
   std::string message;
   size_t pos = 0;
-  while (true) {
-    if (data.size() - pos < kRecordHeader) return {};
+  for (size_t records = 0;; ++records) {
+    if (records == kMaxClientHelloRecords) return Malformed("a ClientHello in too many records");
+    if (data.size() - pos < kRecordHeader) return NeedMore(pos + kRecordHeader);
     Reader header(data.substr(pos, kRecordHeader));
     uint32_t type = header.Int(1);
     uint32_t major = header.Int(1);
     header.Int(1);  // minor version: any
     uint32_t length = header.Int(2);
-    if (type != kHandshakeRecord || major != 3) {
+    if (type != kHandshakeRecord)
       return Malformed("another record before the end of the ClientHello");
-    }
+    if (major != 3) return Malformed("a record version that is not TLS's");
     if (length == 0 || length > kMaxRecordPayload) return Malformed("a record of a bad length");
-    if (data.size() - pos - kRecordHeader < length) return {};
+    if (data.size() - pos - kRecordHeader < length) return NeedMore(pos + kRecordHeader + length);
     message.append(data.substr(pos + kRecordHeader, length));
     pos += kRecordHeader + length;
     if (message.size() < 4) continue;

@@ -15,9 +15,11 @@
 
 namespace airlock::netproxy {
 
-// The largest ClientHello read (its handshake message, without record headers). Real ones are
-// 0.5-2 KiB (post-quantum key shares included).
+// The largest ClientHello read (its handshake message, without record headers), and the most
+// records it may come in. Real ones are 0.5-2 KiB (post-quantum key shares included) in one or
+// two records; the record limit bounds the work of rescanning as records arrive.
 inline constexpr size_t kMaxClientHelloBytes = 64 << 10;
+inline constexpr size_t kMaxClientHelloRecords = 64;
 
 struct ClientHelloScan {
   enum class Kind {
@@ -30,9 +32,17 @@ struct ClientHelloScan {
   Kind kind = Kind::kNeedMore;
   std::string name;  // kName: the host name as sent, lowercased, without a trailing dot
   std::string why;   // kMalformed
+  // kNeedMore: scan again once this many bytes have arrived (the end of the record under way),
+  // at most kMaxClientHelloBytes plus the record headers.
+  size_t need = 0;
+  // kName, kNoName: the ClientHello carries an encrypted_client_hello extension (ECH, or a
+  // GREASE one, which cannot be told apart): the server may serve the name inside it, which
+  // no reader of the ClientHello can see.
+  bool encrypted_hello = false;
 };
 
-// Scans the bytes a client has sent so far (from the first byte of the tunnel).
+// Scans the bytes a client has sent so far (from the first byte of the tunnel). Reads no byte
+// past `need` of its own kNeedMore answer before deciding.
 ClientHelloScan ScanClientHello(std::string_view data);
 
 }  // namespace airlock::netproxy

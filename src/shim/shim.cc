@@ -554,6 +554,8 @@ class Shim::Impl {
   }
 
   absl::StatusOr<json> Network(const json& req) {
+    // One change at a time: each reads the spec it replaces and writes the new one.
+    std::lock_guard network_lock(network_mu_);
     json doc = spec::ToJson(options_.spec);
     doc["network"] = req.value("network", json::object());
     ASSIGN_OR_RETURN(spec::SandboxSpec parsed, spec::ParseSpecJson(doc, {}), "network");
@@ -651,6 +653,7 @@ class Shim::Impl {
   std::unique_ptr<engine::CgroupDriver> cgroups_;
   netproxy::BlockedEventLog blocked_;
   std::unique_ptr<netproxy::EgressProxy> proxy_;
+  std::mutex network_mu_;  // Network() requests, one at a time
   std::unique_ptr<engine::NativeSandbox> sandbox_;
   std::optional<cmdpolicy::Policy> policy_;
 

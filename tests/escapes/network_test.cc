@@ -443,6 +443,13 @@ TEST_F(NetworkTest, BlockedAttemptsAreListedWithTheCommandThatMadeThem) {
   EXPECT_EQ(refused.violations[0].data["host"], "other.test");
   EXPECT_EQ(slow.classification, Classification::kExitNonzero);
   EXPECT_TRUE(slow.violations.empty()) << slow.violations.size() << " violations";
+  // Attack: a command names a command that does not run, to keep its refusal out of every
+  // result. Expected: a name of no running command hides nothing; the refusal is listed.
+  CommandResult renamed = Exec(*sb, {"curl", "-sSf", "--max-time", "20", "--proxy",
+                                     "http://cmd-999:@127.0.0.1:3128", "http://other.test/hello"});
+  ASSERT_EQ(renamed.violations.size(), 1u);
+  EXPECT_EQ(renamed.violations[0].data["host"], "other.test");
+  EXPECT_EQ(renamed.classification, Classification::kNetworkRequired);
   DestroyAndCheckGone(std::move(sb));
 }
 

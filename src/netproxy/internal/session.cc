@@ -137,9 +137,12 @@ UnservedRequest DescribeUnserved(std::string_view target,
   if (size_t colon = target.find("://"); colon != std::string_view::npos && colon > 0 &&
                                          colon <= 16 && target.find_first_of("/?#") > colon) {
     std::string scheme = absl::AsciiStrToLower(std::string(target.substr(0, colon)));
-    out.rule = std::string(kRuleUnsupportedScheme) + scheme;
+    // An http:// URL lands here only when its form is off ("http://h?q", no path to rewrite).
+    out.rule = scheme == "http" ? std::string(kRuleNotAProxyRequest)
+                                : std::string(kRuleUnsupportedScheme) + scheme;
     authority = target.substr(colon + 3);
     authority = authority.substr(0, authority.find_first_of("/?#"));
+    if (scheme == "http") out.port = 80;
     if (scheme == "https" || scheme == "wss") out.port = 443;
   } else {
     out.rule = kRuleNotAProxyRequest;
@@ -262,6 +265,10 @@ Decision Session::DecideTlsName(const Policy& policy, const HostName& name) cons
   return d;
 }
 
+const std::string& Session::RefusedHost(const Decision& d) const {
+  return tls_name_ && d.rule.starts_with(kRuleTlsServerName) ? tls_name_->name : host_;
+}
+
 asio::awaitable<bool> Session::CheckTlsServerName() {
   Touch(config_.options.header_timeout, "header-timeout");
   error_code ec;
@@ -271,19 +278,18 @@ asio::awaitable<bool> Session::CheckTlsServerName() {
         ScanClientHello(std::string_view(static_cast<const char*>(data.data()), data.size()));
     switch (scan.kind) {
       case ClientHelloScan::Kind::kNeedMore: {
-        // Only what has arrived: a tunnel whose first bytes are not TLS then costs no buffer
-        // beyond them (the buffer is released before the splicing starts anyway).
-        co_await client_.async_wait(asio::socket_base::wait_read, Ec(ec));
-        if (ec) co_return false;  // the client went away (or the header timeout closed it)
-        size_t ready = client_.available(ec);
-        size_t want = std::clamp<size_t>(ec ? 0 : ready, 1, kMaxClientHelloBytes);
-        size_t n = co_await client_.async_read_some(client_buffer_.prepare(want), Ec(ec));
-        if (ec) co_return false;
+        // Up to the end of the record under way and no further: the buffer stays within the
+        // ClientHello's bounds, and each scan follows a whole record. A tunnel whose first
+        // bytes are not TLS is decided on its first byte.
+        size_t have = client_buffer_.size();
+        size_t n =
+            co_await client_.async_read_some(client_buffer_.prepare(scan.need - have), Ec(ec));
+        if (ec == asio::error::eof) co_return true;  // the tunnel's own EOF (Pump passes it on)
+        if (ec) co_return false;                     // or the header timeout closed it
         client_buffer_.commit(n);
         continue;
       }
       case ClientHelloScan::Kind::kNotTls:
-      case ClientHelloScan::Kind::kNoName:
         co_return true;
       case ClientHelloScan::Kind::kMalformed:
         Log().Info("unreadable ClientHello",
@@ -292,9 +298,17 @@ asio::awaitable<bool> Session::CheckTlsServerName() {
         Close("blocked");
         co_return false;
       case ClientHelloScan::Kind::kName:
+      case ClientHelloScan::Kind::kNoName:
         break;
     }
-    if (scan.name == host_) co_return true;
+    // The name inside an encrypted ClientHello is the server's to read, not ours: only a
+    // policy that allows any host lets one through.
+    if (scan.encrypted_hello && sandbox_->policy()->profile() != spec::NetworkProfile::kOpen) {
+      Blocked(scan.name.empty() ? host_ : scan.name, address_, port_, kRuleTlsEncryptedHello);
+      Close("blocked");
+      co_return false;
+    }
+    if (scan.kind == ClientHelloScan::Kind::kNoName || scan.name == host_) co_return true;
     absl::StatusOr<HostName> name = NormalizeHost(scan.name);
     Decision d = name.ok() ? DecideTlsName(*sandbox_->policy(), *name)
                            : Decision::Block(std::string(kRuleTlsUnreadable));
@@ -315,7 +329,7 @@ void Session::Recheck() {
   }
   Decision d = Decide(*sandbox_->policy());
   if (d.allowed) return;
-  Blocked(host_, address_, port_, d.rule);
+  Blocked(RefusedHost(d), address_, port_, d.rule);
   Close("policy-changed");
 }
 
@@ -324,7 +338,7 @@ asio::awaitable<bool> Session::StillAllowed(const std::shared_ptr<const Policy>&
   if (now == checked) co_return true;
   Decision d = Decide(*now);
   if (d.allowed) co_return true;
-  Blocked(host_, address_, port_, d.rule);
+  Blocked(RefusedHost(d), address_, port_, d.rule);
   std::string text = fmt::format("egress to {}:{} blocked by {}", host_, port_, d.rule);
   co_await Respond(403, "blocked", text, d.rule);
   co_return false;
@@ -485,18 +499,21 @@ asio::awaitable<void> Session::HandleConnect(http::request_parser<http::empty_bo
   co_await asio::async_write(client_, asio::buffer(kEstablished), Ec(ec));
   if (ec) co_return;
   responded_ = true;
-  if (!co_await CheckTlsServerName()) co_return;
-  // Bytes the client sent after its CONNECT head (a TLS ClientHello) are already read.
+  upstream_buffer_.shrink_to_fit();
+  co_await Tunnel();
+}
+
+asio::awaitable<bool> Session::ForwardBufferedClientBytes() {
+  error_code ec;
   if (client_buffer_.size() > 0) {
     size_t n = client_buffer_.size();
     co_await asio::async_write(*upstream_, client_buffer_.data(), Ec(ec));
-    if (ec) co_return;
+    if (ec) co_return false;
     Count(false, n);
     client_buffer_.consume(n);
   }
   client_buffer_.shrink_to_fit();
-  upstream_buffer_.shrink_to_fit();
-  co_await Tunnel();
+  co_return true;
 }
 
 asio::awaitable<bool> Session::OpenUpstream(const Policy& policy, const HostName& host,
@@ -611,6 +628,8 @@ asio::awaitable<void> Session::Tunnel() {
   }
   error_code ec;
   auto self = shared_from_this();
+  // The upstream's bytes flow at once (a server that speaks first: SMTP, FTP, ssh, databases);
+  // the client's wait for the check of its TLS server name, then for what it sent meanwhile.
   asio::co_spawn(
       strand_,
       [self]() -> asio::awaitable<void> {
@@ -619,7 +638,11 @@ asio::awaitable<void> Session::Tunnel() {
         self->pump_done_.cancel();
       },
       asio::detached);
-  co_await Pump(false);
+  if (co_await CheckTlsServerName() && co_await ForwardBufferedClientBytes()) {
+    co_await Pump(false);
+  } else {
+    Close("closed");  // keeps the end the check gave
+  }
   if (!down_pump_done_) {
     pump_done_.expires_at(Clock::time_point::max());
     co_await pump_done_.async_wait(Ec(ec));

@@ -70,10 +70,16 @@ class Session : public std::enable_shared_from_this<Session> {
   // After a CONNECT's 200: reads the client's first bytes until its ClientHello's server name
   // is known (tls_hello.h) and checks that name against the policy, as the CONNECT host was. A
   // tunnel that is not TLS, or names no host, goes on. False (the session ends, with a
-  // BlockedNetworkEgress) for a refused name or an unreadable ClientHello.
+  // BlockedNetworkEgress) for a refused name, an unreadable ClientHello, or an encrypted one
+  // under a policy that does not allow any host.
   asio::awaitable<bool> CheckTlsServerName();
   // The policy's decision on the TLS server name of this tunnel, if it gave one.
   Decision DecideTlsName(const Policy& policy, const HostName& name) const;
+  // The host a refusal by Decide names: the TLS server name when that is what was refused.
+  const std::string& RefusedHost(const Decision& d) const;
+  // Writes what the client sent before the tunnel's splicing began (its CONNECT's trailing
+  // bytes, the ClientHello the check read) to the upstream, then frees the buffer.
+  asio::awaitable<bool> ForwardBufferedClientBytes();
   asio::awaitable<void> Tunnel();
   // One direction of a tunnel until EOF (half-closing the other side) or an error (closing both).
   asio::awaitable<void> Pump(bool upstream_to_client);
