@@ -1038,6 +1038,9 @@ absl::StatusOr<CommandResult> RunningCommand::Wait() {
   }
   std::optional<netproxy::NetworkRequired> network_required;
   if (sb.egress_bound_ && sb.options_.egress.blocked != nullptr) {
+    // The command's processes are gone: its run ends here, before any other command's
+    // refusal that borrows its name could fall between this and the end of Wait.
+    sb.EndProxyClientRun(st.proxy_client);
     std::map<std::string, internal::ProxyClientRun> runs;
     {
       std::lock_guard lock(sb.proxy_clients_mu_);

@@ -827,6 +827,35 @@ TEST_F(EgressProxyTest, ATunnelsTlsServerNameMustBeAllowedToo) {
   EXPECT_EQ(events_.Blocked()[4].host, "alt.test") << "the name that is no longer allowed";
 }
 
+// Under open, any name and an encrypted ClientHello go through (there is no name to hold them
+// to); tightening to an allowlist closes the encrypted one, whose server name nobody can check.
+TEST_F(EgressProxyTest, AnEncryptedClientHelloLastsOnlyUnderOpen) {
+  StartProxy();
+  uint16_t port = Serve(MakePolicy(NetworkProfile::kOpen, {}));
+  auto open_tunnel = [&](const std::string& hello, UniqueFd* fd) {
+    std::string head = Connect(port, EchoHosts(), fd);
+    EXPECT_TRUE(head.starts_with("HTTP/1.1 200")) << head;
+    EXPECT_TRUE(SendAll(fd->get(), hello).ok());
+    return ReadUntil(fd->get(), hello);
+  };
+  const std::string encrypted = testing::Records(testing::HelloMessage(
+      {testing::ServerName({{0, "echo.test"}}), testing::Extension(0xfe0d, "x")}));
+  const std::string plain = testing::ClientHelloFor("echo.test");
+  UniqueFd ech, named;
+  EXPECT_EQ(open_tunnel(encrypted, &ech), encrypted);
+  EXPECT_EQ(open_tunnel(plain, &named), plain);
+  EXPECT_TRUE(events_.Blocked().empty());
+  absl::StatusOr<PolicyChanged> change =
+      proxy_->UpdatePolicy(id_, MakePolicy(NetworkProfile::kDependencyEgress, {EchoHosts()}));
+  ASSERT_TRUE(change.ok()) << change.status();
+  EXPECT_EQ(ReadUntil(ech.get()), "") << "the encrypted tunnel is closed";
+  ASSERT_EQ(events_.Blocked().size(), 1u);
+  EXPECT_EQ(events_.Blocked()[0].rule, "tls-encrypted-client-hello");
+  // The one that named its allowed host goes on.
+  ASSERT_TRUE(SendAll(named.get(), "still here").ok());
+  EXPECT_EQ(ReadUntil(named.get(), "still here"), "still here");
+}
+
 // A protocol whose server speaks first (SMTP, FTP, ssh) through a tunnel: the greeting reaches
 // the client before it has sent a byte (the check of a TLS name waits on the client's bytes
 // only), and the exchange goes on.
@@ -844,10 +873,16 @@ TEST_F(EgressProxyTest, AServerThatSpeaksFirstIsHeardAtOnce) {
     UniqueFd c(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
     if (!c) return;
     (void)SendAll(c.get(), "220 ready\r\n");
+    // Longer than the header timeout: a client that only listens is not waited on for a
+    // ClientHello once the server has spoken.
+    std::this_thread::sleep_for(std::chrono::milliseconds(800));
+    (void)SendAll(c.get(), "220 still here\r\n");
     std::string got = ReadUntil(c.get(), "\r\n");
     (void)SendAll(c.get(), "221 got " + got);
   });
-  StartProxy();
+  EgressProxy::Options options;
+  options.header_timeout = std::chrono::milliseconds(300);
+  StartProxy(std::move(options));
   uint16_t port = Serve(MakePolicy(NetworkProfile::kDependencyEgress, {target}));
   UniqueFd fd;
   std::string head = Connect(port, target, &fd);
@@ -856,6 +891,7 @@ TEST_F(EgressProxyTest, AServerThatSpeaksFirstIsHeardAtOnce) {
   std::string greeting = head.substr(head.find("\r\n\r\n") + 4);
   if (greeting.empty()) greeting = ReadUntil(fd.get(), "\r\n");
   EXPECT_EQ(greeting, "220 ready\r\n");
+  EXPECT_EQ(ReadUntil(fd.get(), "\r\n"), "220 still here\r\n");
   EXPECT_TRUE(SendAll(fd.get(), "QUIT\r\n").ok());
   EXPECT_EQ(ReadUntil(fd.get(), "QUIT\r\n"), "221 got QUIT\r\n");
   server.join();

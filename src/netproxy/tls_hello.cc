@@ -6,7 +6,10 @@
 namespace airlock::netproxy {
 namespace {
 
+constexpr uint8_t kChangeCipherSpecRecord = 20;
+constexpr uint8_t kAlertRecord = 21;
 constexpr uint8_t kHandshakeRecord = 22;
+constexpr uint8_t kApplicationDataRecord = 23;
 constexpr uint8_t kClientHello = 1;
 constexpr uint16_t kServerNameExtension = 0;
 constexpr uint16_t kEncryptedClientHello = 0xfe0d;       // RFC 9849 (ECH)
@@ -139,9 +142,18 @@ ClientHelloScan ParseClientHello(std::string_view body) {
 
 ClientHelloScan ScanClientHello(std::string_view data) {
   if (data.empty()) return NeedMore(1);
-  // Any stream that starts with the handshake record type is read as TLS: some servers (Go's)
-  // accept any record version on a first record, so a version byte is no way out of the check.
-  if (static_cast<uint8_t>(data[0]) != kHandshakeRecord) return {ClientHelloScan::Kind::kNotTls};
+  // Any stream that starts with the handshake or the alert record type is read as TLS: some
+  // servers (Go's) accept any record version on a first record, and warning alerts before the
+  // ClientHello, so neither a version byte nor an alert is a way around the check. The other
+  // TLS record types, with TLS's version byte, would only hide a ClientHello behind them.
+  const auto first = static_cast<uint8_t>(data[0]);
+  if (first == kAlertRecord) return Malformed("a record before the ClientHello");
+  if (first == kChangeCipherSpecRecord || first == kApplicationDataRecord) {
+    if (data.size() < 2) return NeedMore(2);
+    if (static_cast<uint8_t>(data[1]) == 3) return Malformed("a record before the ClientHello");
+    return {ClientHelloScan::Kind::kNotTls};
+  }
+  if (first != kHandshakeRecord) return {ClientHelloScan::Kind::kNotTls};
   // The handshake message, joined from consecutive handshake records.
   std::string message;
   size_t pos = 0;

@@ -78,6 +78,22 @@ TEST(TlsHelloTest, OtherProtocolsAreNotTls) {
   EXPECT_EQ(Scan("SSH-2.0-OpenSSH_9.2\r\n").kind, Kind::kNotTls);
   EXPECT_EQ(Scan("").kind, Kind::kNeedMore);
   EXPECT_EQ(Scan("\x16").kind, Kind::kNeedMore);
+  EXPECT_EQ(Scan(std::string("\x17\x01rest", 6)).kind, Kind::kNotTls);
+}
+
+// Attack: a warning alert (or another record) before the ClientHello, which Go's TLS server
+// skips before reading the ClientHello, so that a reader that took the stream for another
+// protocol would let the name through. Expected: unreadable.
+TEST(TlsHelloTest, ARecordBeforeTheClientHelloIsMalformed) {
+  std::string hello = Records(HelloMessage({ServerName({{0, "evil.test"}})}));
+  std::string alert = Int(21, 1) + Int(0x0301, 2) + Vec("\x01\x5a", 2);
+  EXPECT_EQ(Scan(alert + hello).kind, Kind::kMalformed);
+  EXPECT_EQ(Scan(alert.substr(0, 1)).kind, Kind::kMalformed);
+  for (int type : {20, 23}) {
+    std::string record = Int(type, 1) + Int(0x0303, 2) + Vec("\x01", 2);
+    EXPECT_EQ(Scan(record + hello).kind, Kind::kMalformed) << type;
+    EXPECT_EQ(Scan(record.substr(0, 1)).kind, Kind::kNeedMore) << type;
+  }
 }
 
 // Attack: a handshake record with a version byte other than TLS's, which some servers (Go's)

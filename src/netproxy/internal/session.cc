@@ -193,7 +193,10 @@ Session::Session(std::shared_ptr<SandboxState> sandbox, ClientSocket client)
       client_(std::move(client)),
       watchdog_(strand_),
       pump_done_(strand_),
-      client_buffer_(std::max(config_.options.max_header_bytes, config_.options.buffer_bytes)),
+      // Room for the largest ClientHello the TLS check reads, whatever the options.
+      client_buffer_(
+          std::max({config_.options.max_header_bytes, config_.options.buffer_bytes,
+                    kMaxClientHelloBytes + (kMaxClientHelloRecords + 1) * 5 + (16 << 10)})),
       upstream_buffer_(std::max(config_.options.max_header_bytes, config_.options.buffer_bytes)) {
   sandbox_->active.fetch_add(1, std::memory_order_relaxed);
   config_.active_total->fetch_add(1, std::memory_order_relaxed);
@@ -251,6 +254,11 @@ Decision Session::Decide(const Policy& policy) const {
                         port_, method_, target_};
   Decision d = policy.CheckRequest(request);
   if (!d.allowed) return d;
+  // What open let through without a name to hold it to (CheckTlsServerName).
+  if (tunnel_ && policy.profile() != spec::NetworkProfile::kOpen) {
+    if (encrypted_hello_) return Decision::Block(std::string(kRuleTlsEncryptedHello));
+    if (hello_unreadable_) return Decision::Block(std::string(kRuleTlsUnreadable));
+  }
   if (tunnel_ && tls_name_) {
     d = DecideTlsName(policy, *tls_name_);
     if (!d.allowed) return d;
@@ -270,9 +278,21 @@ const std::string& Session::RefusedHost(const Decision& d) const {
 }
 
 asio::awaitable<bool> Session::CheckTlsServerName() {
+  // Under a policy that allows any host the ClientHello is read but refuses nothing (a stream
+  // that is not TLS is none of open's business); what it says is kept for a later tightening
+  // (Decide).
+  const bool open = sandbox_->policy()->profile() == spec::NetworkProfile::kOpen;
   Touch(config_.options.header_timeout, "header-timeout");
+  hello_deadline_ = deadline_;
+  struct EndHelloDeadline {
+    std::optional<Clock::time_point>& deadline;
+    ~EndHelloDeadline() { deadline.reset(); }
+  } end_deadline{hello_deadline_};
   error_code ec;
   while (true) {
+    // A TLS server never speaks first: once the upstream has, this is another protocol (Count
+    // lifted the deadline then), and the client's bytes go on unread.
+    if (upstream_spoke_) co_return true;
     asio::const_buffer data = client_buffer_.data();
     ClientHelloScan scan =
         ScanClientHello(std::string_view(static_cast<const char*>(data.data()), data.size()));
@@ -281,17 +301,21 @@ asio::awaitable<bool> Session::CheckTlsServerName() {
         // Up to the end of the record under way and no further: the buffer stays within the
         // ClientHello's bounds, and each scan follows a whole record. A tunnel whose first
         // bytes are not TLS is decided on its first byte.
-        size_t have = client_buffer_.size();
-        size_t n =
-            co_await client_.async_read_some(client_buffer_.prepare(scan.need - have), Ec(ec));
-        if (ec == asio::error::eof) co_return true;  // the tunnel's own EOF (Pump passes it on)
-        if (ec) co_return false;                     // or the header timeout closed it
-        client_buffer_.commit(n);
+        while (client_buffer_.size() < scan.need) {
+          size_t n = co_await client_.async_read_some(
+              client_buffer_.prepare(scan.need - client_buffer_.size()), Ec(ec));
+          if (ec == asio::error::eof) co_return true;  // the tunnel's EOF (Pump passes it on)
+          if (ec) co_return false;                     // or the header timeout closed it
+          client_buffer_.commit(n);
+          if (upstream_spoke_) break;
+        }
         continue;
       }
       case ClientHelloScan::Kind::kNotTls:
         co_return true;
       case ClientHelloScan::Kind::kMalformed:
+        hello_unreadable_ = true;
+        if (open) co_return true;
         Log().Info("unreadable ClientHello",
                    {{"sandbox", sandbox_->id.value()}, {"host", host_}, {"why", scan.why}});
         Blocked(host_, address_, port_, kRuleTlsUnreadable);
@@ -302,16 +326,23 @@ asio::awaitable<bool> Session::CheckTlsServerName() {
         break;
     }
     // The name inside an encrypted ClientHello is the server's to read, not ours: only a
-    // policy that allows any host lets one through.
-    if (scan.encrypted_hello && sandbox_->policy()->profile() != spec::NetworkProfile::kOpen) {
+    // policy that allows any host lets one through (and a tightening closes it: Decide).
+    encrypted_hello_ = scan.encrypted_hello;
+    if (encrypted_hello_ && !open) {
       Blocked(scan.name.empty() ? host_ : scan.name, address_, port_, kRuleTlsEncryptedHello);
       Close("blocked");
       co_return false;
     }
     if (scan.kind == ClientHelloScan::Kind::kNoName || scan.name == host_) co_return true;
     absl::StatusOr<HostName> name = NormalizeHost(scan.name);
-    Decision d = name.ok() ? DecideTlsName(*sandbox_->policy(), *name)
-                           : Decision::Block(std::string(kRuleTlsUnreadable));
+    if (!name.ok()) {
+      hello_unreadable_ = true;
+      if (open) co_return true;
+      Blocked(scan.name, address_, port_, kRuleTlsUnreadable);
+      Close("blocked");
+      co_return false;
+    }
+    Decision d = DecideTlsName(*sandbox_->policy(), *name);
     if (!d.allowed) {
       Blocked(scan.name, address_, port_, d.rule);
       Close("blocked");
@@ -347,12 +378,21 @@ asio::awaitable<bool> Session::StillAllowed(const std::shared_ptr<const Policy>&
 void Session::Touch(std::chrono::milliseconds timeout, const char* end_if_expired) {
   deadline_ = Clock::now() + timeout;
   expiry_end_ = end_if_expired;
+  // While a tunnel's ClientHello is awaited, the upstream's traffic does not extend its time.
+  if (hello_deadline_ && deadline_ > *hello_deadline_) {
+    deadline_ = *hello_deadline_;
+    expiry_end_ = "header-timeout";
+  }
   // The watchdog sleeps until the deadline it saw last; wake it when the new one is earlier.
   if (deadline_ < watchdog_.expiry()) watchdog_.cancel();
 }
 
 void Session::Count(bool upstream_to_client, size_t n) {
   if (upstream_to_client) {
+    if (!upstream_spoke_ && tunnel_) {
+      upstream_spoke_ = true;
+      hello_deadline_.reset();  // not TLS (CheckTlsServerName): the tunnel's own timeouts
+    }
     bytes_down_ += n;
     sandbox_->bytes_down.fetch_add(n, std::memory_order_relaxed);
   } else {
@@ -705,6 +745,9 @@ asio::awaitable<error_code> Session::SpliceLoop(bool upstream_to_client, uint64_
       if (errno == EINTR) continue;
       if (errno != EAGAIN) co_return errno_code();
       ec = co_await WaitOn(upstream_to_client, asio::socket_base::wait_read);
+      // A wait that completed before another coroutine of the session closed it: src and dst
+      // are closed numbers now, perhaps reused by another connection.
+      if (!ec && finished_) ec = asio::error::operation_aborted;
       if (ec) co_return ec;
       continue;
     }
@@ -720,6 +763,7 @@ asio::awaitable<error_code> Session::SpliceLoop(bool upstream_to_client, uint64_
       if (out < 0 && errno == EINTR) continue;
       if (out < 0 && errno != EAGAIN) co_return errno_code();
       ec = co_await WaitOn(!upstream_to_client, asio::socket_base::wait_write);
+      if (!ec && finished_) ec = asio::error::operation_aborted;
       if (ec) co_return ec;
     }
     Touch(config_.options.idle_timeout, "idle-timeout");

@@ -156,6 +156,11 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<HostName> upstream_host_;
   std::optional<IpAddress> upstream_ip_;
   std::optional<HostName> tls_name_;  // the tunnel's TLS server name, when not the CONNECT host
+  bool encrypted_hello_ = false;      // its ClientHello was encrypted (ECH), allowed under open
+  bool hello_unreadable_ = false;     // it began as TLS but was unreadable, allowed under open
+  bool upstream_spoke_ = false;       // the upstream sent bytes before the ClientHello was read
+  // While CheckTlsServerName waits for the ClientHello: the latest the deadline may be.
+  std::optional<Clock::time_point> hello_deadline_;
   std::string target_;
   bool tunnel_ = false;
   bool in_exchange_ = false;
