@@ -298,12 +298,15 @@ asio::awaitable<bool> Session::CheckTlsServerName() {
         ScanClientHello(std::string_view(static_cast<const char*>(data.data()), data.size()));
     switch (scan.kind) {
       case ClientHelloScan::Kind::kNeedMore: {
-        // Up to the end of the record under way and no further: the buffer stays within the
-        // ClientHello's bounds, and each scan follows a whole record. A tunnel whose first
-        // bytes are not TLS is decided on its first byte.
+        // At least to the end of the record under way, and what else has arrived (in one read,
+        // not a byte at a time); the buffer stays within the ClientHello's bounds, and a scan
+        // follows only whole records. A tunnel whose first bytes are not TLS is decided on them.
         while (client_buffer_.size() < scan.need) {
-          size_t n = co_await client_.async_read_some(
-              client_buffer_.prepare(scan.need - client_buffer_.size()), Ec(ec));
+          error_code ignored;
+          size_t room = client_buffer_.max_size() - client_buffer_.size();
+          size_t want = std::max(scan.need - client_buffer_.size(),
+                                 std::min(client_.available(ignored), room));
+          size_t n = co_await client_.async_read_some(client_buffer_.prepare(want), Ec(ec));
           if (ec == asio::error::eof) co_return true;  // the tunnel's EOF (Pump passes it on)
           if (ec) co_return false;                     // or the header timeout closed it
           client_buffer_.commit(n);
