@@ -528,6 +528,10 @@ absl::StatusOr<pid_t> NativeSandbox::Spawn(
   init::Writer start;
   start.I32(ns_pid);
   std::lock_guard lock(control_mu_);
+  if (init_gone_) {  // Destroy may be closing the control socket
+    exits_.erase(ns_pid);
+    return absl::UnavailableError("airlock-init has exited; the sandbox is gone");
+  }
   if (int e = init::SendMessage(control_.get(), init::MessageType::kStart, start.data()); e != 0) {
     exits_.erase(ns_pid);
     return ErrnoStatus(e, "release the new process");
@@ -1118,7 +1122,11 @@ absl::Status NativeSandbox::Destroy() {
   // process of its pid namespace. What does not need them gone is done while that happens.
   if (control_) ::shutdown(control_.get(), SHUT_RDWR);  // wakes the control reader
   if (control_reader_.joinable()) control_reader_.join();
-  control_.Reset();
+  {
+    // The reader set init_gone_ as it ended, so no send under the lock uses the socket after.
+    std::lock_guard lock(control_mu_);
+    control_.Reset();
+  }
   {
     // After a network change under way: it uses the proxy until it returns.
     std::lock_guard lock(egress_mu_);
