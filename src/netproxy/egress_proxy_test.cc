@@ -87,16 +87,21 @@ class EgressProxyTest : public ::testing::Test {
   }
   std::string EchoHosts() { return fmt::format("echo.test:{}", echo_->port()); }
 
-  // Sends a CONNECT and returns the proxy's answer head (and the connected socket).
-  std::string Connect(uint16_t proxy_port, const std::string& target, UniqueFd* out = nullptr) {
+  // Sends `request` on a new connection to the proxy and returns the head of its answer (and
+  // the connected socket).
+  std::string Ask(uint16_t proxy_port, const std::string& request, UniqueFd* out = nullptr) {
     absl::StatusOr<UniqueFd> fd = ConnectTcp("127.0.0.1", proxy_port);
     EXPECT_TRUE(fd.ok()) << fd.status();
     if (!fd.ok()) return "";
-    EXPECT_TRUE(
-        SendAll(fd->get(), fmt::format("CONNECT {0} HTTP/1.1\r\nHost: {0}\r\n\r\n", target)).ok());
+    EXPECT_TRUE(SendAll(fd->get(), request).ok());
     std::string head = ReadUntil(fd->get(), "\r\n\r\n");
     if (out) *out = *std::move(fd);
     return head;
+  }
+
+  // Sends a CONNECT and returns the proxy's answer head (and the connected socket).
+  std::string Connect(uint16_t proxy_port, const std::string& target, UniqueFd* out = nullptr) {
+    return Ask(proxy_port, fmt::format("CONNECT {0} HTTP/1.1\r\nHost: {0}\r\n\r\n", target), out);
   }
 
   SandboxId id_ = SandboxId("sb-test");
@@ -324,11 +329,8 @@ TEST_F(EgressProxyTest, RefusesHostNotOnTheListWithAnEvent) {
   EXPECT_EQ(blocked[0].method, "CONNECT");
   EXPECT_EQ(ToViolation(blocked[0]).kind, "BlockedNetworkEgress");
   // Plain HTTP too.
-  absl::StatusOr<UniqueFd> fd = ConnectTcp("127.0.0.1", port);
-  ASSERT_TRUE(fd.ok());
-  ASSERT_TRUE(
-      SendAll(fd->get(), "GET http://evil.test/x HTTP/1.1\r\nHost: evil.test\r\n\r\n").ok());
-  EXPECT_TRUE(ReadUntil(fd->get(), "\r\n\r\n").starts_with("HTTP/1.1 403"));
+  EXPECT_TRUE(Ask(port, "GET http://evil.test/x HTTP/1.1\r\nHost: evil.test\r\n\r\n")
+                  .starts_with("HTTP/1.1 403"));
   EXPECT_EQ(events_.Blocked().size(), 2u);
 }
 
@@ -384,10 +386,7 @@ TEST_F(EgressProxyTest, RestrictedHttpEnforcesMethodAndPathAndRefusesConnect) {
   n.http_rules = {{OriginHosts(), {"GET"}, {"/hello"}}};
   uint16_t port = Serve(*Policy::Compile(n, OpenLoopback()));
   auto request = [&](const std::string& line) {
-    absl::StatusOr<UniqueFd> fd = ConnectTcp("127.0.0.1", port);
-    EXPECT_TRUE(fd.ok());
-    EXPECT_TRUE(SendAll(fd->get(), line + "\r\nHost: x\r\nContent-Length: 0\r\n\r\n").ok());
-    return ReadUntil(fd->get(), "\r\n\r\n");
+    return Ask(port, line + "\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
   };
   std::string base = fmt::format("http://origin.test:{}", http_->port());
   EXPECT_TRUE(request(fmt::format("GET {}/hello HTTP/1.1", base)).starts_with("HTTP/1.1 200"));
@@ -670,12 +669,7 @@ TEST_F(EgressProxyTest, AmbiguousFramingIsRefusedOrMadeSingle) {
   // Sends "POST url VERSION", `rest` (the rest of the head and the body) on a new connection and
   // returns the head of the answer.
   auto post = [&](const char* version, const std::string& rest) {
-    absl::StatusOr<UniqueFd> fd = ConnectTcp("127.0.0.1", port);
-    EXPECT_TRUE(fd.ok());
-    if (!fd.ok()) return std::string();
-    EXPECT_TRUE(
-        SendAll(fd->get(), fmt::format("POST {} {}\r\nHost: o\r\n{}", url, version, rest)).ok());
-    return ReadUntil(fd->get(), "\r\n\r\n");
+    return Ask(port, fmt::format("POST {} {}\r\nHost: o\r\n{}", url, version, rest));
   };
   std::string answer = post("HTTP/1.1", "Transfer-Encoding: gzip\r\n\r\n");
   EXPECT_TRUE(answer.starts_with("HTTP/1.1 400")) << answer;
@@ -705,13 +699,7 @@ TEST_F(EgressProxyTest, AmbiguousFramingIsRefusedOrMadeSingle) {
 TEST_F(EgressProxyTest, RequestsItDoesNotServeAreRefusedWithAnEvent) {
   StartProxy();
   uint16_t port = Serve(MakePolicy(NetworkProfile::kDependencyEgress, {OriginHosts()}));
-  auto send = [&](const std::string& request) {
-    absl::StatusOr<UniqueFd> fd = ConnectTcp("127.0.0.1", port);
-    EXPECT_TRUE(fd.ok());
-    if (!fd.ok()) return std::string();
-    EXPECT_TRUE(SendAll(fd->get(), request).ok());
-    return ReadUntil(fd->get(), "\r\n\r\n");
-  };
+  auto send = [&](const std::string& request) { return Ask(port, request); };
   std::string answer = send("GET https://Origin.TEST/x HTTP/1.1\r\nHost: origin.test\r\n\r\n");
   EXPECT_TRUE(answer.starts_with("HTTP/1.1 400")) << answer;
   EXPECT_NE(answer.find("X-Airlock-Egress-Blocked: unsupported-scheme:https"), std::string::npos)
@@ -741,13 +729,10 @@ TEST_F(EgressProxyTest, BlockedEventsNameTheCommandItsClientNamed) {
   StartProxy();
   uint16_t port = Serve(MakePolicy(NetworkProfile::kDependencyEgress, {OriginHosts()}));
   auto send = [&](const std::string& credentials) {
-    absl::StatusOr<UniqueFd> fd = ConnectTcp("127.0.0.1", port);
-    ASSERT_TRUE(fd.ok());
     std::string auth =
         credentials.empty() ? "" : fmt::format("Proxy-Authorization: {}\r\n", credentials);
-    ASSERT_TRUE(
-        SendAll(fd->get(), fmt::format("CONNECT evil.test:443 HTTP/1.1\r\n{}\r\n", auth)).ok());
-    EXPECT_TRUE(ReadUntil(fd->get(), "\r\n\r\n").starts_with("HTTP/1.1 403"));
+    std::string head = Ask(port, fmt::format("CONNECT evil.test:443 HTTP/1.1\r\n{}\r\n", auth));
+    EXPECT_TRUE(head.starts_with("HTTP/1.1 403")) << head;
   };
   send("Basic Y21kLTM6");          // "cmd-3:" (curl, requests)
   send("basic Y21kLTQ=");          // "cmd-4", scheme in any case
