@@ -27,7 +27,6 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "fmt/format.h"
-#include "netproxy/tls_hello.h"
 
 namespace airlock::netproxy::internal {
 namespace {
@@ -106,7 +105,8 @@ std::string ClientName(const http::request<http::empty_body>& req) {
   std::string_view value = View(it->value());
   constexpr std::string_view kBasic = "Basic ";
   if (value.size() <= kBasic.size() || value.size() > 128 ||
-      absl::AsciiStrToLower(std::string(value.substr(0, kBasic.size()))) != "basic ") {
+      !beast::iequals(beast::string_view(value.data(), kBasic.size()),
+                      beast::string_view(kBasic.data(), kBasic.size()))) {
     return {};
   }
   std::string_view encoded = value.substr(kBasic.size());
@@ -278,82 +278,81 @@ const std::string& Session::RefusedHost(const Decision& d) const {
 }
 
 asio::awaitable<bool> Session::CheckTlsServerName() {
-  // Under a policy that allows any host the ClientHello is read but refuses nothing (a stream
-  // that is not TLS is none of open's business); what it says is kept for a later tightening
-  // (Decide).
-  const bool open = sandbox_->policy()->profile() == spec::NetworkProfile::kOpen;
   Touch(config_.options.header_timeout, "header-timeout");
   hello_deadline_ = deadline_;
   struct EndHelloDeadline {
     std::optional<Clock::time_point>& deadline;
     ~EndHelloDeadline() { deadline.reset(); }
   } end_deadline{hello_deadline_};
-  error_code ec;
-  while (true) {
-    // A TLS server never speaks first: once the upstream has, this is another protocol (Count
-    // lifted the deadline then), and the client's bytes go on unread.
-    if (upstream_spoke_) co_return true;
+  auto scan_buffer = [this] {
     asio::const_buffer data = client_buffer_.data();
-    ClientHelloScan scan =
-        ScanClientHello(std::string_view(static_cast<const char*>(data.data()), data.size()));
-    switch (scan.kind) {
-      case ClientHelloScan::Kind::kNeedMore: {
-        // At least to the end of the record under way, and what else has arrived (in one read,
-        // not a byte at a time); the buffer stays within the ClientHello's bounds, and a scan
-        // follows only whole records. A tunnel whose first bytes are not TLS is decided on them.
-        while (client_buffer_.size() < scan.need) {
-          error_code ignored;
-          size_t room = client_buffer_.max_size() - client_buffer_.size();
-          size_t want = std::max(scan.need - client_buffer_.size(),
-                                 std::min(client_.available(ignored), room));
-          size_t n = co_await client_.async_read_some(client_buffer_.prepare(want), Ec(ec));
-          if (ec == asio::error::eof) co_return true;  // the tunnel's EOF (Pump passes it on)
-          if (ec) co_return false;                     // or the header timeout closed it
-          client_buffer_.commit(n);
-          if (upstream_spoke_) break;
-        }
-        continue;
-      }
-      case ClientHelloScan::Kind::kNotTls:
-        co_return true;
-      case ClientHelloScan::Kind::kMalformed:
-        hello_unreadable_ = true;
-        if (open) co_return true;
-        Log().Info("unreadable ClientHello",
-                   {{"sandbox", sandbox_->id.value()}, {"host", host_}, {"why", scan.why}});
-        Blocked(host_, address_, port_, kRuleTlsUnreadable);
-        Close("blocked");
-        co_return false;
-      case ClientHelloScan::Kind::kName:
-      case ClientHelloScan::Kind::kNoName:
-        break;
+    return ScanClientHello(std::string_view(static_cast<const char*>(data.data()), data.size()));
+  };
+  // A TLS server never speaks first: once the upstream has, this is another protocol (Count
+  // lifted the deadline then), and the client's bytes go on unread.
+  if (upstream_spoke_) co_return true;
+  error_code ec;
+  ClientHelloScan scan = scan_buffer();
+  while (scan.kind == ClientHelloScan::Kind::kNeedMore) {
+    // At least to the end of the record under way, and what else has arrived (in one read, not
+    // a byte at a time); the buffer stays within the ClientHello's bounds, and a scan follows
+    // only whole records. A tunnel whose first bytes are not TLS is decided on them.
+    while (client_buffer_.size() < scan.need) {
+      error_code ignored;
+      size_t room = client_buffer_.max_size() - client_buffer_.size();
+      size_t want =
+          std::max(scan.need - client_buffer_.size(), std::min(client_.available(ignored), room));
+      size_t n = co_await client_.async_read_some(client_buffer_.prepare(want), Ec(ec));
+      if (ec == asio::error::eof) co_return true;  // the tunnel's EOF (Pump passes it on)
+      if (ec) co_return false;                     // or the header timeout closed it
+      client_buffer_.commit(n);
+      if (upstream_spoke_) co_return true;
     }
-    // The name inside an encrypted ClientHello is the server's to read, not ours: only a
-    // policy that allows any host lets one through (and a tightening closes it: Decide).
-    encrypted_hello_ = scan.encrypted_hello;
-    if (encrypted_hello_ && !open) {
-      Blocked(scan.name.empty() ? host_ : scan.name, address_, port_, kRuleTlsEncryptedHello);
-      Close("blocked");
-      co_return false;
-    }
-    if (scan.kind == ClientHelloScan::Kind::kNoName || scan.name == host_) co_return true;
-    absl::StatusOr<HostName> name = NormalizeHost(scan.name);
-    if (!name.ok()) {
-      hello_unreadable_ = true;
-      if (open) co_return true;
-      Blocked(scan.name, address_, port_, kRuleTlsUnreadable);
-      Close("blocked");
-      co_return false;
-    }
-    Decision d = DecideTlsName(*sandbox_->policy(), *name);
-    if (!d.allowed) {
-      Blocked(scan.name, address_, port_, d.rule);
-      Close("blocked");
-      co_return false;
-    }
-    tls_name_ = *std::move(name);
-    co_return true;
+    scan = scan_buffer();
   }
+  std::optional<TlsRefusal> refusal = JudgeClientHello(scan);
+  if (!refusal) co_return true;
+  Blocked(refusal->host, address_, port_, refusal->rule);
+  Close("blocked");
+  co_return false;
+}
+
+std::optional<Session::TlsRefusal> Session::JudgeClientHello(const ClientHelloScan& scan) {
+  // Under a policy that allows any host the ClientHello refuses nothing (a stream that is not
+  // TLS is none of open's business); what it says is kept for a later tightening (Decide).
+  const std::shared_ptr<const Policy> policy = sandbox_->policy();
+  const bool open = policy->profile() == spec::NetworkProfile::kOpen;
+  auto unreadable = [&](const std::string& host,
+                        std::string_view why) -> std::optional<TlsRefusal> {
+    hello_unreadable_ = true;
+    if (open) return std::nullopt;
+    Log().Info("unreadable ClientHello",
+               {{"sandbox", sandbox_->id.value()}, {"host", host}, {"why", why}});
+    return TlsRefusal{host, std::string(kRuleTlsUnreadable)};
+  };
+  switch (scan.kind) {
+    case ClientHelloScan::Kind::kNeedMore:
+    case ClientHelloScan::Kind::kNotTls:
+      return std::nullopt;
+    case ClientHelloScan::Kind::kMalformed:
+      return unreadable(host_, scan.why);
+    case ClientHelloScan::Kind::kName:
+    case ClientHelloScan::Kind::kNoName:
+      break;
+  }
+  // The name inside an encrypted ClientHello is the server's to read, not ours: only a policy
+  // that allows any host lets one through (and a tightening closes it: Decide).
+  encrypted_hello_ = scan.encrypted_hello;
+  if (encrypted_hello_ && !open) {
+    return TlsRefusal{scan.name.empty() ? host_ : scan.name, std::string(kRuleTlsEncryptedHello)};
+  }
+  if (scan.kind == ClientHelloScan::Kind::kNoName || scan.name == host_) return std::nullopt;
+  absl::StatusOr<HostName> name = NormalizeHost(scan.name);
+  if (!name.ok()) return unreadable(scan.name, Message(name.status()));
+  Decision d = DecideTlsName(*policy, *name);
+  if (!d.allowed) return TlsRefusal{scan.name, std::move(d.rule)};
+  tls_name_ = *std::move(name);
+  return std::nullopt;
 }
 
 void Session::Recheck() {

@@ -21,6 +21,7 @@
 #include "boost/beast/http/parser.hpp"
 #include "common/unique_fd.h"
 #include "netproxy/internal/proxy_state.h"
+#include "netproxy/tls_hello.h"
 
 namespace airlock::netproxy::internal {
 
@@ -73,6 +74,13 @@ class Session : public std::enable_shared_from_this<Session> {
   // BlockedNetworkEgress) for a refused name, an unreadable ClientHello, or an encrypted one
   // under a policy that does not allow any host.
   asio::awaitable<bool> CheckTlsServerName();
+  // CheckTlsServerName's verdict on a decided scan: the host and rule of a refusal, or none.
+  // Keeps what the ClientHello said (tls_name_, encrypted_hello_, hello_unreadable_) for Decide.
+  struct TlsRefusal {
+    std::string host;
+    std::string rule;
+  };
+  std::optional<TlsRefusal> JudgeClientHello(const ClientHelloScan& scan);
   // The policy's decision on the TLS server name of this tunnel, if it gave one.
   Decision DecideTlsName(const Policy& policy, const HostName& name) const;
   // The host a refusal by Decide names: the TLS server name when that is what was refused.
