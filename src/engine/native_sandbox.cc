@@ -99,8 +99,7 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
     if (options.egress.proxy == nullptr) {
       return FailedPrecondition(fmt::format(
           "network profile {}{} needs an egress proxy; the caller provided none (airlock run "
-          "starts "
-          "one; library callers set SandboxOptions::egress)",
+          "starts one; library callers set SandboxOptions::egress)",
           spec::ToString(options.spec.network.profile), forwards ? "" : " with egress.open_later"));
     }
     ASSIGN_OR_RETURN(
@@ -817,7 +816,7 @@ absl::StatusOr<std::unique_ptr<RunningCommand>> NativeSandbox::Start(const Comma
   UniqueFd stdio[3] = {std::move(in_r), std::move(out_w), std::move(err_w)};
   st->egress_mark =
       egress_bound_ && options_.egress.blocked ? options_.egress.blocked->Mark(id_) : 0;
-  StartProxyClientRun(st->proxy_client);
+  if (egress_bound_) StartProxyClientRun(st->proxy_client);
   auto end_run_on_failure = [this, &st] { EndProxyClientRun(st->proxy_client); };
   absl::StatusOr<std::unique_ptr<supervisor::Supervisor>> sup = StartSupervisor(
       [cg = st->cg, mu = st->cg_mu] {
@@ -855,7 +854,8 @@ absl::StatusOr<CommandResult> RunningCommand::Wait() {
   if (st.waited) return FailedPrecondition("command was already waited for");
   st.waited = true;
   NativeSandbox& sb = *st.sandbox;
-  // The command's run ends with this call, after it has taken its own blocked events.
+  // The command's run ends when this call returns at the latest (on every path; with egress, it
+  // ends before the command takes its blocked events, below).
   struct EndRun {
     NativeSandbox& sb;
     const std::string& name;
@@ -1045,13 +1045,12 @@ absl::StatusOr<CommandResult> RunningCommand::Wait() {
     // The command's processes are gone: its run ends here, before any other command's
     // refusal that borrows its name could fall between this and the end of Wait.
     sb.EndProxyClientRun(st.proxy_client);
-    std::map<std::string, internal::ProxyClientRun> runs;
+    std::vector<netproxy::BlockedNetworkEgress> blocked =
+        sb.options_.egress.blocked->Since(sb.id_, st.egress_mark);
     {
       std::lock_guard lock(sb.proxy_clients_mu_);
-      runs = sb.proxy_client_runs_;
+      blocked = OwnBlockedEvents(std::move(blocked), st.proxy_client, sb.proxy_client_runs_);
     }
-    std::vector<netproxy::BlockedNetworkEgress> blocked = OwnBlockedEvents(
-        sb.options_.egress.blocked->Since(sb.id_, st.egress_mark), st.proxy_client, runs);
     constexpr size_t kMaxNetworkViolations = 64;
     for (size_t i = 0; i < blocked.size() && i < kMaxNetworkViolations; ++i) {
       result.violations.push_back(netproxy::ToViolation(blocked[i]));
