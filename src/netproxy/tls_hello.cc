@@ -165,8 +165,9 @@ ClientHelloScan ScanClientHello(std::string_view data) {
     uint32_t major = header.Int(1);
     header.Int(1);  // minor version: any
     uint32_t length = header.Int(2);
-    if (type != kHandshakeRecord)
+    if (type != kHandshakeRecord) {
       return Malformed("another record before the end of the ClientHello");
+    }
     if (major != 3) return Malformed("a record version that is not TLS's");
     if (length == 0 || length > kMaxRecordPayload) return Malformed("a record of a bad length");
     if (data.size() - pos - kRecordHeader < length) return NeedMore(pos + kRecordHeader + length);
@@ -174,8 +175,9 @@ ClientHelloScan ScanClientHello(std::string_view data) {
     pos += kRecordHeader + length;
     if (message.size() < 4) continue;
     Reader head(message);
-    if (head.Int(1) != kClientHello)
+    if (head.Int(1) != kClientHello) {
       return Malformed("a first handshake message that is not a ClientHello");
+    }
     uint32_t body_length = head.Int(3);
     if (body_length > kMaxClientHelloBytes) return Malformed("a ClientHello over 64 KiB");
     if (message.size() - 4 < body_length) continue;
