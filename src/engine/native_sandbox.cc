@@ -183,13 +183,32 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
         internal::BuildSeccompFilter(sb->syscall_policy_->widened(), internal::Listeners::kAllowed),
         "build seccomp filter");
   }
+  // Direct connects are reported when the caller keeps blocked events, and no supervisor's filter
+  // needs the one listener a process's filters may have (a notify supervisor's), or would lose
+  // its traced connects to the observer's notification (ptrace: notify takes precedence).
+  const bool observe = sb->options_.egress.blocked != nullptr &&
+                       sb->syscall_policy_->mode() == spec::SupervisorMode::kNone;
   sb->timings_.prepare = Since(t0);
 
   const std::string starting = fmt::format("start sandbox {}", sb->id_.value());
-  RETURN_IF_ERROR(sb->Launch(setup, notify ? init_filter : sb->seccomp_filter_), starting);
+  RETURN_IF_ERROR(sb->Launch(setup, notify ? init_filter : sb->seccomp_filter_,
+                             observe ? supervisor::ConnectObserverFilter() : std::string()),
+                  starting);
   RETURN_IF_ERROR(sb->WaitReady(milliseconds(10000)), starting);
   auto t_filter = Clock::now();
-  RETURN_IF_ERROR(sb->AwaitInitFiltered(milliseconds(10000)), starting);
+  ASSIGN_OR_RETURN(UniqueFd listener, sb->AwaitInitFiltered(milliseconds(10000)), starting);
+  if (observe) {
+    if (!listener) return Internal("airlock-init installed no connect observer");
+    ASSIGN_OR_RETURN(sb->observer_,
+                     supervisor::ConnectObserver::Start(
+                         std::move(listener),
+                         [raw = sb.get()](const supervisor::DirectAttempt& attempt) {
+                           raw->RecordDirectAttempt(attempt);
+                         }),
+                     starting);
+  }
+  sb->records_blocked_ =
+      sb->options_.egress.blocked != nullptr && (sb->egress_bound_ || sb->observer_);
   sb->timings_.init_filter = Since(t_filter);
   sb->init_filtered_ = !notify;
   sb->control_reader_ = std::thread([raw = sb.get()] { raw->ReadControl(); });
@@ -200,7 +219,8 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
   return sb;
 }
 
-absl::Status NativeSandbox::Launch(Setup& setup, const std::string& init_filter) {
+absl::Status NativeSandbox::Launch(Setup& setup, const std::string& init_filter,
+                                   const std::string& observer_filter) {
   auto t0 = Clock::now();
   int control[2], sync[2], error[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, control) != 0) {
@@ -262,6 +282,7 @@ absl::Status NativeSandbox::Launch(Setup& setup, const std::string& init_filter)
   // setup takes the message with it, and its error pipe says why.
   init::Writer filter;
   filter.Bytes(init_filter);
+  filter.Bytes(observer_filter);
   if (int e = init::SendMessage(control_.get(), init::MessageType::kFilterSelf, filter.data());
       e != 0 && e != EPIPE && e != ECONNRESET) {
     return ErrnoStatus(e, "send the seccomp filter to airlock-init");
@@ -296,9 +317,10 @@ absl::Status NativeSandbox::Launch(Setup& setup, const std::string& init_filter)
 namespace {
 
 // The payload of the next message from airlock-init, which must be of type `want` and come
-// within `timeout` (before the control reader runs).
+// within `timeout` (before the control reader runs). A descriptor it carries goes to *fd when
+// given, and is closed otherwise.
 absl::StatusOr<std::string> ReceiveFromInit(int control, init::MessageType want,
-                                            milliseconds timeout) {
+                                            milliseconds timeout, UniqueFd* fd = nullptr) {
   struct pollfd p = {control, POLLIN, 0};
   int rc;
   do {
@@ -307,7 +329,16 @@ absl::StatusOr<std::string> ReceiveFromInit(int control, init::MessageType want,
   if (rc == 0) return absl::DeadlineExceededError("airlock-init did not answer in time");
   init::MessageType type;
   std::string payload;
-  int err = init::ReceiveMessage(control, &type, &payload);
+  int fds[init::kMaxFds];
+  int nfds = 0;
+  int err = init::ReceiveMessage(control, &type, &payload, fds, &nfds);
+  for (int i = 0; i < nfds; ++i) {
+    if (i == 0 && fd != nullptr) {
+      fd->Reset(fds[i]);
+    } else {
+      ::close(fds[i]);
+    }
+  }
   if (err != 0 || type != want) {
     return Internal(fmt::format("airlock-init ended or answered out of turn (status {})", err));
   }
@@ -329,15 +360,17 @@ absl::Status NativeSandbox::WaitReady(milliseconds timeout) {
   return absl::OkStatus();
 }
 
-absl::Status NativeSandbox::AwaitInitFiltered(milliseconds timeout) {
-  ASSIGN_OR_RETURN(std::string payload,
-                   ReceiveFromInit(control_.get(), init::MessageType::kFilteredSelf, timeout),
-                   "seccomp filter on airlock-init");
+absl::StatusOr<UniqueFd> NativeSandbox::AwaitInitFiltered(milliseconds timeout) {
+  UniqueFd listener;
+  ASSIGN_OR_RETURN(
+      std::string payload,
+      ReceiveFromInit(control_.get(), init::MessageType::kFilteredSelf, timeout, &listener),
+      "seccomp filter on airlock-init");
   init::Reader r(payload);
   int32_t filter_err = r.I32();
   if (!r.done()) return Internal("seccomp filter on airlock-init: malformed answer");
   if (filter_err != 0) return ErrnoStatus(filter_err, "seccomp filter on airlock-init");
-  return absl::OkStatus();
+  return listener;
 }
 
 absl::Status NativeSandbox::StartForwarder() {
@@ -395,6 +428,29 @@ absl::Status NativeSandbox::StartForwarder() {
   started = true;
   forwarding_ = true;
   return absl::OkStatus();
+}
+
+void NativeSandbox::RecordDirectAttempt(const supervisor::DirectAttempt& attempt) {
+  netproxy::BlockedNetworkEgress e;
+  e.sandbox = id_;
+  e.host = attempt.address.find(':') == std::string::npos ? attempt.address
+                                                          : "[" + attempt.address + "]";
+  e.resolved_address = attempt.address;
+  e.port = attempt.port;
+  e.rule = std::string(netproxy::kRuleDirectConnect);
+  e.method = attempt.syscall;
+  e.time = std::chrono::system_clock::now();
+  // The command's cgroup (cmd-N, in every hierarchy) names it: the same name as its proxy
+  // client, so OwnBlockedEvents attributes both kinds of event alike.
+  std::string_view rest = attempt.cgroups;
+  while (!rest.empty() && e.client.empty()) {
+    std::string_view line = rest.substr(0, rest.find('\n'));
+    rest.remove_prefix(std::min(rest.size(), line.size() + 1));
+    if (std::string_view leaf = line.substr(line.rfind('/') + 1); leaf.starts_with("cmd-")) {
+      e.client = std::string(leaf);
+    }
+  }
+  options_.egress.blocked->Record(e);
 }
 
 void NativeSandbox::StartProxyClientRun(const std::string& name) {
@@ -814,9 +870,8 @@ absl::StatusOr<std::unique_ptr<RunningCommand>> NativeSandbox::Start(const Comma
                             ? init::PolicyListener::kNotify
                             : init::PolicyListener::kNone;
   UniqueFd stdio[3] = {std::move(in_r), std::move(out_w), std::move(err_w)};
-  st->egress_mark =
-      egress_bound_ && options_.egress.blocked ? options_.egress.blocked->Mark(id_) : 0;
-  if (egress_bound_) StartProxyClientRun(st->proxy_client);
+  st->egress_mark = records_blocked_ ? options_.egress.blocked->Mark(id_) : 0;
+  if (records_blocked_) StartProxyClientRun(st->proxy_client);
   auto end_run_on_failure = [this, &st] { EndProxyClientRun(st->proxy_client); };
   absl::StatusOr<std::unique_ptr<supervisor::Supervisor>> sup = StartSupervisor(
       [cg = st->cg, mu = st->cg_mu] {
@@ -1041,7 +1096,7 @@ absl::StatusOr<CommandResult> RunningCommand::Wait() {
         {"seccomp", "the command was killed for a forbidden system call", {{"signal", "SIGSYS"}}});
   }
   std::optional<netproxy::NetworkRequired> network_required;
-  if (sb.egress_bound_ && sb.options_.egress.blocked != nullptr) {
+  if (sb.records_blocked_) {
     // The command's processes are gone: its run ends here, before any other command's
     // refusal that borrows its name could fall between this and the end of Wait.
     sb.EndProxyClientRun(st.proxy_client);
@@ -1131,7 +1186,6 @@ absl::Status NativeSandbox::Destroy() {
     std::lock_guard lock(egress_mu_);
     if (egress_bound_) {
       status.Update(Annotate(options_.egress.proxy->RemoveSandbox(id_), "egress proxy"));
-      if (options_.egress.blocked != nullptr) options_.egress.blocked->Forget(id_);
       egress_bound_ = false;
     }
   }
@@ -1145,6 +1199,8 @@ absl::Status NativeSandbox::Destroy() {
     init_pid_ = -1;
   }
   init_pidfd_.Reset();
+  observer_.reset();  // after every process that could call it is gone
+  if (options_.egress.blocked != nullptr) options_.egress.blocked->Forget(id_);
   if (command_cgroups_) {
     status.Update(command_cgroups_->Stop());
     command_cgroups_.reset();

@@ -53,6 +53,7 @@
 #include "netproxy/events.h"
 #include "netproxy/policy.h"
 #include "spec/sandbox_spec.h"
+#include "supervisor/connect_observer.h"
 #include "supervisor/policy.h"
 #include "supervisor/supervisor.h"
 
@@ -290,10 +291,12 @@ class NativeSandbox {
   NativeSandbox() = default;
   // Starts airlock-init with `init_filter` queued for it (init/protocol.h, kFilterSelf): it puts
   // the filter on itself, so that commands inherit it instead of loading it each.
-  absl::Status Launch(Setup& setup, const std::string& init_filter);
+  absl::Status Launch(Setup& setup, const std::string& init_filter,
+                      const std::string& observer_filter);
   absl::Status WaitReady(std::chrono::milliseconds timeout);
-  // airlock-init's answer to the queued filter. Before the control reader starts.
-  absl::Status AwaitInitFiltered(std::chrono::milliseconds timeout);
+  // airlock-init's answer to the queued filter, and the observer's listener if it installed one.
+  // Before the control reader starts.
+  absl::StatusOr<UniqueFd> AwaitInitFiltered(std::chrono::milliseconds timeout);
   absl::Status StartForwarder();
   // Has airlock-init start a process in `cgroup`, entered through `entry` (cgroup.OpenEntry(),
   // which may have been opened ahead of time); its pid in the sandbox. With `exit_slot`, the
@@ -350,6 +353,12 @@ class NativeSandbox {
   std::atomic<bool> egress_bound_{false};
   // airlock-forwarder listens in the sandbox: commands get the proxy variables.
   std::atomic<bool> forwarding_{false};
+  // Reports the direct connects the kernel refuses (supervisor/connect_observer.h) into
+  // options_.egress.blocked; without a syscall supervisor, whose filter takes the listener.
+  std::unique_ptr<supervisor::ConnectObserver> observer_;
+  // Commands' blocked events are recorded (an egress path or the observer, and a log).
+  bool records_blocked_ = false;
+  void RecordDirectAttempt(const supervisor::DirectAttempt& attempt);
   std::mutex egress_mu_;  // one network policy change at a time
   // When each command (by its proxy name, cmd-N) ran: a blocked event naming a command that ran
   // at the event's time is that command's; one naming nobody, or a command that was not running

@@ -47,4 +47,20 @@ int InstallFilters(std::string_view profile, std::string_view policy, PolicyList
   return 0;
 }
 
+int InstallSelfFilters(std::string_view profile, std::string_view observer, int* listener) {
+  *listener = -1;
+  if (!observer.empty()) {
+    // The observer with its listener first: the profile refuses new listeners once installed.
+    long fd = Install(observer, SECCOMP_FILTER_FLAG_NEW_LISTENER);
+    if (fd < 0) return static_cast<int>(-fd);
+    *listener = static_cast<int>(fd);
+  }
+  if (long rc = Install(profile, 0); rc < 0) {
+    if (*listener >= 0) ::close(*listener);
+    *listener = -1;
+    return static_cast<int>(-rc);
+  }
+  return 0;
+}
+
 }  // namespace airlock::init

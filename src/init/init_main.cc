@@ -307,13 +307,19 @@ int Serve() {
           // forked afterwards inherits it.
           Reader r(payload);
           std::string profile = r.Bytes();
+          std::string observer = r.Bytes();
+          int listener = -1;
           int32_t filter_err = r.done() && !profile.empty()
-                                   ? InstallFilters(profile, "", PolicyListener::kNone, -1)
+                                   ? InstallSelfFilters(profile, observer, &listener)
                                    : EINVAL;
           for (int i = 0; i < nfds; ++i) ::close(fds[i]);
           Writer w;
           w.I32(filter_err);
-          if (SendMessage(kControlFd, MessageType::kFilteredSelf, w.data()) != 0) return 0;
+          err = SendMessage(kControlFd, MessageType::kFilteredSelf, w.data(), &listener,
+                            listener >= 0 ? 1 : 0);
+          // The host holds the listener now (or is gone): no process here may keep it.
+          if (listener >= 0) ::close(listener);
+          if (err != 0) return 0;
           break;
         }
         case MessageType::kSignal: {

@@ -21,9 +21,10 @@
 //                               u64 max bytes} + fds {data pipe end, result socket}
 //   worker -> host kFileDone   on the result socket: {u64 id, i32 errno, string message,
 //                               u32 n, n x FileEntry}
-//   host -> init  kFilterSelf  {bytes seccomp filter}: airlock-init installs the profile filter
-//                              on itself (see "Seccomp" below)
-//   init -> host  kFilteredSelf {i32 errno (0 = installed)}
+//   host -> init  kFilterSelf  {bytes seccomp filter, bytes observer filter}: airlock-init installs
+//                              the profile filter on itself (see "Seccomp" below), after the
+//                              observer filter when there is one
+//   init -> host  kFilteredSelf {i32 errno (0 = installed)} + the observer's listener, if any
 //
 // A file operation is done by a worker process that airlock-init forks (so init keeps serving),
 // as the sandbox's user, beneath one of the sandbox's file areas (FileRoots below). A read
@@ -49,7 +50,10 @@
 // on itself once (kFilterSelf, before any spawn). Every process it forks afterwards, commands and
 // file workers, starts under that same filter (a filter is inherited by fork and cannot be
 // removed), so spawn requests then carry no profile filter and no command loads and compiles
-// it again. The command's own setup (cgroup join, stdio, working directory, rlimits) then runs
+// it again. The observer filter (supervisor/connect_observer.h) goes on first, with a
+// user-notification listener that airlock-init passes to the host with its answer and closes:
+// airlock-init itself never makes a call it routes, and everything forked afterwards does so
+// under it. The command's own setup (cgroup join, stdio, working directory, rlimits) then runs
 // under the filter too; only a stricter order than installing it last.
 //
 // Seccomp: the profile filter (the engine's built-in profile) and, when the spec has a syscall
@@ -75,7 +79,8 @@ namespace airlock::init {
 
 // 3: file operations, one sendmsg per message, SpawnStart, the policy filter and its listener.
 // 4: kFilterSelf.
-inline constexpr uint32_t kProtocolVersion = 4;
+// 5: kFilterSelf's observer filter and listener.
+inline constexpr uint32_t kProtocolVersion = 5;
 inline constexpr uint32_t kMaxPayload = 16u << 20;
 inline constexpr int kControlFd = 3;  // where airlock-init finds its control socket
 inline constexpr int kMaxFds = 16;
@@ -195,6 +200,11 @@ struct SpawnRequest {
 // own); the caller makes sure every lower descriptor is open and that one is free.
 int InstallFilters(std::string_view profile, std::string_view policy, PolicyListener listener,
                    int listener_fd);
+
+// Installs airlock-init's own filters (kFilterSelf): `observer` (if not empty) with a listener,
+// whose descriptor is stored in *listener (-1 without), then `profile`. Returns 0 or an errno
+// value (and no listener).
+int InstallSelfFilters(std::string_view profile, std::string_view observer, int* listener);
 
 // Builds a payload.
 class Writer {

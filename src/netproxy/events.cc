@@ -9,7 +9,7 @@ namespace airlock::netproxy {
 bool IsRequestRefusal(std::string_view rule) {
   return rule == kRuleInvalidHost || rule.starts_with(kRuleUnsupportedScheme) ||
          rule == kRuleNotAProxyRequest || rule == kRuleUnsupportedFraming ||
-         rule == kRuleTlsUnreadable || rule == kRuleTlsEncryptedHello;
+         rule == kRuleTlsUnreadable || rule == kRuleTlsEncryptedHello || rule == kRuleDirectConnect;
 }
 namespace {
 
@@ -35,10 +35,11 @@ nlohmann::json BlockedJson(const BlockedNetworkEgress& e) {
 }  // namespace
 
 Violation ToViolation(const BlockedNetworkEgress& event) {
+  // A direct connect's host is its address already.
+  const bool address_only = event.resolved_address.empty() || event.rule == kRuleDirectConnect;
   std::string where =
-      event.resolved_address.empty()
-          ? fmt::format("{}:{}", event.host, event.port)
-          : fmt::format("{}:{} ({})", event.host, event.port, event.resolved_address);
+      address_only ? fmt::format("{}:{}", event.host, event.port)
+                   : fmt::format("{}:{} ({})", event.host, event.port, event.resolved_address);
   return Violation{"BlockedNetworkEgress",
                    fmt::format("egress to {} blocked by {}", where, event.rule),
                    BlockedJson(event)};

@@ -26,8 +26,8 @@ namespace airlock::netproxy {
 // Rules of requests the proxy refuses as requests, before any policy: a bad host, a URL it
 // does not proxy ("unsupported-scheme:https" for an https:// URL sent as a plain request), a
 // plain request that is not in proxy form, a body framing it does not relay, a tunnel whose
-// TLS ClientHello cannot be read (netproxy/tls_hello.h). No network policy
-// would let them through, so they never make a command NETWORK_REQUIRED.
+// TLS ClientHello cannot be read (netproxy/tls_hello.h), and a direct connect (below). No network
+// policy would let them through, so they never make a command NETWORK_REQUIRED.
 inline constexpr std::string_view kRuleInvalidHost = "invalid-host";
 inline constexpr std::string_view kRuleUnsupportedScheme = "unsupported-scheme:";
 inline constexpr std::string_view kRuleNotAProxyRequest = "not-a-proxy-request";
@@ -38,6 +38,11 @@ inline constexpr std::string_view kRuleTlsEncryptedHello = "tls-encrypted-client
 // A tunnel whose TLS ClientHello names a server the policy refuses: "tls-server-name:" and the
 // policy's rule for that name (the event's host is the name).
 inline constexpr std::string_view kRuleTlsServerName = "tls-server-name:";
+// A socket connected or sent to an address outside the sandbox by a program that ignored the
+// proxy (reported by the engine's connect observer, supervisor/connect_observer.h; the kernel
+// refused it: the sandbox has no route out). Its method is the system call ("connect",
+// "sendto"), its host the address ("192.0.2.1", "[2001:db8::1]").
+inline constexpr std::string_view kRuleDirectConnect = "direct-connect";
 bool IsRequestRefusal(std::string_view rule);
 
 // One refused attempt. Blocked before resolving: resolved_address is empty. A name that resolved

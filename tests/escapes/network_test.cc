@@ -266,16 +266,32 @@ TEST_F(NetworkTest, OperatorDenyCidrsCloseTheNodesPublicAddress) {
   DestroyAndCheckGone(std::move(sb));
 }
 
+// Attack: tools that ignore the proxy variables connect or send straight to a public address.
+// Expected: the kernel refuses each at once (no route), and each attempt is a
+// BlockedNetworkEgress of the command that made it (rule direct-connect, the address and port,
+// the system call as its method). No policy would let it through, so a command that fails after
+// one is not NETWORK_REQUIRED.
 TEST_F(NetworkTest, ToolsThatIgnoreTheProxyGetNoNetwork) {
   auto sb = Make(Spec(spec::NetworkProfile::kOpen));
   ASSERT_NE(sb, nullptr);
   CommandResult r = Exec(*sb, {"curl", "-sS", "--noproxy", "*", "--max-time", "5",
                                std::string("http://") + TestNetwork::kHostA + "/hello"});
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_EQ(Exec(*sb, {"/opt/probe", "connect-tcp", TestNetwork::kHostA, "80"}).stdout_preview,
-            "connect-tcp: ENETUNREACH\n");
-  EXPECT_EQ(Exec(*sb, {"/opt/probe", "udp-send", TestNetwork::kHostA, "53"}).stdout_preview,
-            "udp-send: ENETUNREACH\n");
+  EXPECT_EQ(r.exit_code, 7) << r.stderr_preview;
+  EXPECT_EQ(r.classification, Classification::kExitNonzero);
+  ASSERT_EQ(r.violations.size(), 1u);
+  EXPECT_EQ(r.violations[0].detail,
+            std::string("egress to ") + TestNetwork::kHostA + ":80 blocked by direct-connect");
+  EXPECT_EQ(r.violations[0].data["rule"], "direct-connect");
+  EXPECT_EQ(r.violations[0].data["resolved_address"], TestNetwork::kHostA);
+  EXPECT_EQ(r.violations[0].data["method"], "connect");
+  r = Exec(*sb, {"/opt/probe", "connect-tcp", TestNetwork::kHostA, "80"});
+  EXPECT_EQ(r.stdout_preview, "connect-tcp: ENETUNREACH\n");
+  EXPECT_EQ(r.violations.size(), 1u);
+  r = Exec(*sb, {"/opt/probe", "udp-send", TestNetwork::kHostA, "53"});
+  EXPECT_EQ(r.stdout_preview, "udp-send: ENETUNREACH\n");
+  ASSERT_EQ(r.violations.size(), 1u);
+  EXPECT_EQ(r.violations[0].data["method"], "sendto");
+  EXPECT_EQ(r.violations[0].data["port"], 53);
   EXPECT_EQ(Exec(*sb, {"/opt/probe", "raw-socket"}).stdout_preview, "raw-socket: EPERM\n");
   // Ping sockets are off in a fresh namespace (net.ipv4.ping_group_range is empty).
   EXPECT_EQ(Exec(*sb, {"/opt/probe", "ping-socket"}).stdout_preview, "ping-socket: EACCES\n");
@@ -450,6 +466,35 @@ TEST_F(NetworkTest, BlockedAttemptsAreListedWithTheCommandThatMadeThem) {
   ASSERT_EQ(renamed.violations.size(), 1u);
   EXPECT_EQ(renamed.violations[0].data["host"], "other.test");
   EXPECT_EQ(renamed.classification, Classification::kNetworkRequired);
+  DestroyAndCheckGone(std::move(sb));
+}
+
+// Attack: while one command runs, another ignores the proxy and connects to an IPv6 address, in
+// a sandbox of airlock run's kind (profile none, no path out at all). Expected: the connect fails
+// (ENETUNREACH) and is listed with that command only, named by its cgroup; the proxy's
+// variables and socket play no part.
+TEST_F(NetworkTest, DirectConnectsAreListedWithTheCommandThatMadeThem) {
+  auto sb = Make(Spec(spec::NetworkProfile::kNone));
+  ASSERT_NE(sb, nullptr);
+  CommandResult quiet;
+  std::thread first([&] { quiet = Exec(*sb, {"sh", "-c", "sleep 1.5; exit 3"}); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CommandResult r = Exec(*sb, {"python3", "-c",
+                               "import socket\n"
+                               "try:\n"
+                               "    socket.create_connection(('2001:db8::7', 443), timeout=5)\n"
+                               "except OSError as e:\n"
+                               "    print(e.errno == 101)\n"});
+  first.join();
+  EXPECT_EQ(r.stdout_preview, "True\n") << r.stderr_preview;
+  ASSERT_EQ(r.violations.size(), 1u);
+  EXPECT_EQ(r.violations[0].data["host"], "[2001:db8::7]");
+  EXPECT_EQ(r.violations[0].data["port"], 443);
+  EXPECT_EQ(r.violations[0].data["rule"], "direct-connect");
+  EXPECT_EQ(quiet.classification, Classification::kExitNonzero);
+  EXPECT_TRUE(quiet.violations.empty()) << quiet.violations.size() << " violations";
+  // Loopback stays the sandbox's own business: nothing is reported for it.
+  EXPECT_TRUE(Exec(*sb, {"/opt/probe", "connect-tcp", "127.0.0.1", "9"}).violations.empty());
   DestroyAndCheckGone(std::move(sb));
 }
 

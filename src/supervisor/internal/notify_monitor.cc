@@ -37,6 +37,7 @@
 #include "common/status.h"
 #include "fmt/format.h"
 #include "supervisor/internal/monitor.h"
+#include "supervisor/internal/notif_buffers.h"
 
 namespace airlock::supervisor::internal {
 namespace {
@@ -137,29 +138,22 @@ void NotifyMonitor::Run() {
   }
   listener_ = std::move(*listener);
 
-  struct seccomp_notif_sizes sizes = {};
-  if (::syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sizes) != 0) {
-    Fail(fmt::format("SECCOMP_GET_NOTIF_SIZES: {}", std::strerror(errno)));
+  absl::StatusOr<NotifBuffers> buffers = NotifBuffers::Make();
+  if (!buffers.ok()) {
+    Fail(std::string(Message(buffers.status())));
     return;
   }
-  // The kernel's structures may be larger than the ones we were compiled with.
-  std::vector<char> req_buf(std::max<size_t>(sizes.seccomp_notif, sizeof(seccomp_notif)));
-  std::vector<char> resp_buf(
-      std::max<size_t>(sizes.seccomp_notif_resp, sizeof(seccomp_notif_resp)));
-  auto* req = reinterpret_cast<seccomp_notif*>(req_buf.data());
-  auto* resp = reinterpret_cast<seccomp_notif_resp*>(resp_buf.data());
   for (;;) {
     short revents = WaitFor(listener_.get(), POLLIN, nullptr);
     if (stopping()) return;
     if (revents & POLLIN) {
-      std::memset(req, 0, req_buf.size());
+      seccomp_notif* req = buffers->FreshRequest();
       if (::ioctl(listener_.get(), SECCOMP_IOCTL_NOTIF_RECV, req) != 0) {
         if (errno == ENOENT || errno == EINTR) continue;  // its thread died meanwhile
         Fail(fmt::format("SECCOMP_IOCTL_NOTIF_RECV: {}", std::strerror(errno)));
         return;
       }
-      std::memset(resp, 0, resp_buf.size());
-      Handle(*req, *resp);
+      Handle(*req, *buffers->FreshResponse(req->id));
     } else if (revents & (POLLHUP | POLLERR)) {
       return;  // no process uses the filter any more
     }
@@ -167,7 +161,6 @@ void NotifyMonitor::Run() {
 }
 
 void NotifyMonitor::Handle(seccomp_notif& req, seccomp_notif_resp& resp) {
-  resp.id = req.id;
   if (!handshake_done_ && static_cast<pid_t>(req.pid) == target_pid_) {
     // airlock-init's own code between taking the listener and the exec (init/protocol.h).
     Verdict v = policy().Evaluate(req.data, /*handshake=*/true);

@@ -1,0 +1,178 @@
+#include "supervisor/connect_observer.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <linux/seccomp.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+
+#include "common/logging.h"
+#include "common/status.h"
+#include "fmt/format.h"
+#include "supervisor/internal/bpf.h"
+#include "supervisor/internal/notif_buffers.h"
+#include "supervisor/policy.h"
+
+namespace airlock::supervisor {
+namespace {
+
+constexpr size_t kMaxCgroupText = 4096;
+
+const Logger& Log() {
+  static const Logger& log = GetLogger("supervisor");
+  return log;
+}
+
+std::string BuildFilter() {
+  using internal::BpfProgram;
+  BpfProgram b;
+  BpfProgram::Label allow = b.NewLabel();
+  BpfProgram::Label route = b.NewLabel();
+  b.LoadArch();
+  b.JumpUnless(BPF_JEQ, NativeAuditArch(), allow);
+  b.LoadNr();
+  b.JumpIf(BPF_JEQ, static_cast<uint32_t>(SyscallNumber("connect")), route);
+  b.JumpUnless(BPF_JEQ, static_cast<uint32_t>(SyscallNumber("sendto")), allow);
+  // sendto with a destination: either half of the pointer set.
+  b.LoadArgLow(4);
+  b.JumpUnless(BPF_JEQ, 0, route);
+  b.LoadArgHigh(4);
+  b.JumpUnless(BPF_JEQ, 0, route);
+  b.Bind(allow);
+  b.Return(SECCOMP_RET_ALLOW);
+  b.Bind(route);
+  b.Return(SECCOMP_RET_USER_NOTIF);
+  absl::StatusOr<std::string> program = b.Finish();
+  // A fixed program of a dozen instructions: Finish cannot refuse it.
+  return program.ok() ? *std::move(program) : std::string();
+}
+
+// The inet address and port at `address` (len bytes) in the memory behind `mem`, if it is one.
+std::optional<DirectAttempt> ReadInetAddress(int mem, uint64_t address, uint64_t len) {
+  if (address == 0 || mem < 0) return std::nullopt;
+  sockaddr_storage ss = {};
+  size_t n = static_cast<size_t>(std::min<uint64_t>(len, sizeof(ss)));
+  ssize_t got = ::pread(mem, &ss, n, static_cast<off_t>(address));
+  char text[INET6_ADDRSTRLEN] = {};
+  DirectAttempt a;
+  if (ss.ss_family == AF_INET && got >= static_cast<ssize_t>(sizeof(sockaddr_in))) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&ss);
+    ::inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text));
+    a.port = ntohs(in->sin_port);
+  } else if (ss.ss_family == AF_INET6 && got >= static_cast<ssize_t>(sizeof(sockaddr_in6))) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&ss);
+    ::inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof(text));
+    a.port = ntohs(in6->sin6_port);
+  } else {
+    return std::nullopt;  // unix, netlink, AF_UNSPEC (a datagram socket's disconnect), unreadable
+  }
+  a.address = text;
+  return a;
+}
+
+std::string ReadAll(int fd, size_t max) {
+  std::string out(max, '\0');
+  size_t have = 0;
+  while (fd >= 0 && have < max) {
+    ssize_t n = ::pread(fd, out.data() + have, max - have, static_cast<off_t>(have));
+    if (n <= 0) break;
+    have += static_cast<size_t>(n);
+  }
+  out.resize(have);
+  return out;
+}
+
+}  // namespace
+
+const std::string& ConnectObserverFilter() {
+  static const std::string filter = BuildFilter();
+  return filter;
+}
+
+bool IsLoopbackAddress(const std::string& address) {
+  in_addr v4;
+  if (::inet_pton(AF_INET, address.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6;
+  if (::inet_pton(AF_INET6, address.c_str(), &v6) != 1) return false;
+  if (IN6_IS_ADDR_LOOPBACK(&v6)) return true;
+  return IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127;
+}
+
+absl::StatusOr<std::unique_ptr<ConnectObserver>> ConnectObserver::Start(UniqueFd listener,
+                                                                        Callback on_attempt) {
+  if (!listener) return InvalidArgument("connect observer: no listener");
+  UniqueFd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!wake) return ErrnoStatus(errno, "connect observer: eventfd");
+  std::unique_ptr<ConnectObserver> observer(
+      new ConnectObserver(std::move(listener), std::move(wake), std::move(on_attempt)));
+  observer->thread_ = std::thread([raw = observer.get()] { raw->Run(); });
+  return observer;
+}
+
+ConnectObserver::ConnectObserver(UniqueFd listener, UniqueFd wake, Callback on_attempt)
+    : listener_(std::move(listener)), wake_(std::move(wake)), on_attempt_(std::move(on_attempt)) {}
+
+ConnectObserver::~ConnectObserver() {
+  uint64_t one = 1;
+  (void)!::write(wake_.get(), &one, sizeof(one));
+  if (thread_.joinable()) thread_.join();
+}
+
+void ConnectObserver::Run() {
+  absl::StatusOr<internal::NotifBuffers> buffers = internal::NotifBuffers::Make();
+  if (!buffers.ok()) {
+    // The listener closes with us: routed calls then fail, and nothing is let through unseen.
+    Log().Error("connect observer", {{"error", Message(buffers.status())}});
+    return;
+  }
+  const int connect_nr = SyscallNumber("connect");
+  for (;;) {
+    struct pollfd p[2] = {{listener_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
+    if (::poll(p, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    if (p[1].revents & POLLIN) return;
+    if (p[0].revents & (POLLHUP | POLLERR) && !(p[0].revents & POLLIN)) return;  // no users left
+    if (!(p[0].revents & POLLIN)) continue;
+    seccomp_notif* req = buffers->FreshRequest();
+    if (::ioctl(listener_.get(), SECCOMP_IOCTL_NOTIF_RECV, req) != 0) {
+      if (errno == ENOENT || errno == EINTR) continue;  // its thread died meanwhile
+      Log().Error("connect observer: SECCOMP_IOCTL_NOTIF_RECV", {{"error", std::strerror(errno)}});
+      return;
+    }
+    const bool connect = req->data.nr == connect_nr;
+    // Opened before the validity check: if the notification is still live afterwards, these are
+    // the calling thread's files, not those of a process that took its pid since.
+    UniqueFd mem(::open(fmt::format("/proc/{}/mem", req->pid).c_str(), O_RDONLY | O_CLOEXEC));
+    UniqueFd cgroup(::open(fmt::format("/proc/{}/cgroup", req->pid).c_str(), O_RDONLY | O_CLOEXEC));
+    uint64_t id = req->id;
+    std::optional<DirectAttempt> attempt;
+    if (::ioctl(listener_.get(), SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0) {
+      attempt = connect ? ReadInetAddress(mem.get(), req->data.args[1], req->data.args[2])
+                        : ReadInetAddress(mem.get(), req->data.args[4], req->data.args[5]);
+      if (attempt && IsLoopbackAddress(attempt->address)) attempt.reset();
+      // Read while the thread is still blocked in the call.
+      if (attempt) attempt->cgroups = ReadAll(cgroup.get(), kMaxCgroupText);
+    }
+    seccomp_notif_resp* resp = buffers->FreshResponse(req->id);
+    resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+    // ENOENT: the thread died (killed) before the answer; nothing to do.
+    (void)::ioctl(listener_.get(), SECCOMP_IOCTL_NOTIF_SEND, resp);
+    if (attempt) {
+      attempt->syscall = connect ? "connect" : "sendto";
+      on_attempt_(*attempt);
+    }
+  }
+}
+
+}  // namespace airlock::supervisor
