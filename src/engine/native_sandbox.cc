@@ -1,5 +1,6 @@
 #include "engine/native_sandbox.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <linux/sched.h>
 #include <poll.h>
@@ -14,6 +15,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <climits>
 #include <cstring>
 #include <optional>
@@ -430,7 +432,37 @@ absl::Status NativeSandbox::StartForwarder() {
   return absl::OkStatus();
 }
 
-void NativeSandbox::RecordDirectAttempt(const supervisor::DirectAttempt& attempt) {
+namespace {
+
+// "192.0.2.1:443" or "[2001:db8::1]:443" (SyscallEvent.address), as a DirectAttempt.
+std::optional<supervisor::DirectAttempt> ParseInetEndpoint(std::string_view text) {
+  size_t colon = text.rfind(':');
+  if (colon == std::string_view::npos) return std::nullopt;
+  std::string_view host = text.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  } else if (host.find(':') != std::string_view::npos) {
+    return std::nullopt;
+  }
+  std::string address(host);
+  unsigned char buf[sizeof(in6_addr)];
+  if (::inet_pton(AF_INET, address.c_str(), buf) != 1 &&
+      ::inet_pton(AF_INET6, address.c_str(), buf) != 1) {
+    return std::nullopt;  // unix:..., netlink, ...
+  }
+  uint16_t port = 0;
+  std::string_view digits = text.substr(colon + 1);
+  if (std::from_chars(digits.data(), digits.data() + digits.size(), port).ptr !=
+      digits.data() + digits.size()) {
+    return std::nullopt;
+  }
+  return supervisor::DirectAttempt{.address = std::move(address), .port = port};
+}
+
+}  // namespace
+
+netproxy::BlockedNetworkEgress NativeSandbox::DirectAttemptEvent(
+    const supervisor::DirectAttempt& attempt) const {
   netproxy::BlockedNetworkEgress e;
   e.sandbox = id_;
   e.host = attempt.address.find(':') == std::string::npos ? attempt.address
@@ -450,7 +482,11 @@ void NativeSandbox::RecordDirectAttempt(const supervisor::DirectAttempt& attempt
       e.client = std::string(leaf);
     }
   }
-  options_.egress.blocked->Record(e);
+  return e;
+}
+
+void NativeSandbox::RecordDirectAttempt(const supervisor::DirectAttempt& attempt) {
+  options_.egress.blocked->Record(DirectAttemptEvent(attempt));
 }
 
 void NativeSandbox::StartProxyClientRun(const std::string& name) {
@@ -1155,6 +1191,20 @@ void NativeSandbox::FinishSupervisor(std::unique_ptr<supervisor::Supervisor> sup
         {"syscall",
          fmt::format("{} denied by {} ({})", e.syscall, supervisor::RuleName(e.rule), e.action),
          ToJson(e)});
+  }
+  // The connect observer is off under a supervisor (its filter holds the one listener a chain
+  // may have, or outranks ptrace's traced calls): the connects routed to the supervisor stand in
+  // for it, which is every one when the policy routes connect and sendto.
+  constexpr size_t kMaxDirectViolations = 64;
+  size_t direct = 0;
+  for (const Endpoint& endpoint : result.syscalls.endpoints) {
+    if (direct == kMaxDirectViolations) break;
+    if (endpoint.syscall == "bind") continue;
+    std::optional<supervisor::DirectAttempt> attempt = ParseInetEndpoint(endpoint.address);
+    if (!attempt || supervisor::IsLoopbackAddress(attempt->address)) continue;
+    attempt->syscall = endpoint.syscall;
+    result.violations.push_back(netproxy::ToViolation(DirectAttemptEvent(*attempt)));
+    ++direct;
   }
   if (!done && wait) {
     Log().Warn("syscall supervisor still busy after the command", {{"sandbox", id_.value()}});

@@ -358,6 +358,8 @@ class NativeSandbox {
   std::unique_ptr<supervisor::ConnectObserver> observer_;
   // Commands' blocked events are recorded (an egress path or the observer, and a log).
   bool records_blocked_ = false;
+  // The BlockedNetworkEgress of an attempt (its client is the cmd-N of its cgroup, if any).
+  netproxy::BlockedNetworkEgress DirectAttemptEvent(const supervisor::DirectAttempt& attempt) const;
   void RecordDirectAttempt(const supervisor::DirectAttempt& attempt);
   std::mutex egress_mu_;  // one network policy change at a time
   // When each command (by its proxy name, cmd-N) ran: a blocked event naming a command that ran

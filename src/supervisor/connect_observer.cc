@@ -128,9 +128,14 @@ ConnectObserver::~ConnectObserver() {
 }
 
 void ConnectObserver::Run() {
+  // However the thread ends, the listener closes with it: routed calls then fail (ENOSYS) instead
+  // of waiting for an answer that would never come.
+  struct CloseListener {
+    UniqueFd& fd;
+    ~CloseListener() { fd.Reset(); }
+  } close_listener{listener_};
   absl::StatusOr<internal::NotifBuffers> buffers = internal::NotifBuffers::Make();
   if (!buffers.ok()) {
-    // The listener closes with us: routed calls then fail, and nothing is let through unseen.
     Log().Error("connect observer", {{"error", Message(buffers.status())}});
     return;
   }
@@ -151,18 +156,27 @@ void ConnectObserver::Run() {
       return;
     }
     const bool connect = req->data.nr == connect_nr;
-    // Opened before the validity check: if the notification is still live afterwards, these are
-    // the calling thread's files, not those of a process that took its pid since.
-    UniqueFd mem(::open(fmt::format("/proc/{}/mem", req->pid).c_str(), O_RDONLY | O_CLOEXEC));
-    UniqueFd cgroup(::open(fmt::format("/proc/{}/cgroup", req->pid).c_str(), O_RDONLY | O_CLOEXEC));
-    uint64_t id = req->id;
+    // Each /proc file is opened before a validity check: if the notification is still live
+    // afterwards, the file is the calling thread's, not that of a process that took its pid since.
+    // The cgroup is opened only for an attempt to report (most connects are to loopback or unix).
+    auto live = [&] {
+      uint64_t id = req->id;
+      return ::ioctl(listener_.get(), SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0;
+    };
+    auto open_proc = [&](const char* file) {
+      return UniqueFd(
+          ::open(fmt::format("/proc/{}/{}", req->pid, file).c_str(), O_RDONLY | O_CLOEXEC));
+    };
+    UniqueFd mem = open_proc("mem");
     std::optional<DirectAttempt> attempt;
-    if (::ioctl(listener_.get(), SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0) {
+    if (live()) {
       attempt = connect ? ReadInetAddress(mem.get(), req->data.args[1], req->data.args[2])
                         : ReadInetAddress(mem.get(), req->data.args[4], req->data.args[5]);
       if (attempt && IsLoopbackAddress(attempt->address)) attempt.reset();
-      // Read while the thread is still blocked in the call.
-      if (attempt) attempt->cgroups = ReadAll(cgroup.get(), kMaxCgroupText);
+    }
+    if (attempt) {
+      UniqueFd cgroup = open_proc("cgroup");
+      if (live()) attempt->cgroups = ReadAll(cgroup.get(), kMaxCgroupText);
     }
     seccomp_notif_resp* resp = buffers->FreshResponse(req->id);
     resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;

@@ -21,6 +21,7 @@
 #include "netproxy/events.h"
 #include "netproxy/testing/test_net.h"
 #include "netproxy/testing/test_servers.h"
+#include "supervisor/supervisor.h"
 
 namespace airlock::engine {
 namespace {
@@ -496,6 +497,34 @@ TEST_F(NetworkTest, DirectConnectsAreListedWithTheCommandThatMadeThem) {
   // Loopback stays the sandbox's own business: nothing is reported for it.
   EXPECT_TRUE(Exec(*sb, {"/opt/probe", "connect-tcp", "127.0.0.1", "9"}).violations.empty());
   DestroyAndCheckGone(std::move(sb));
+}
+
+// Attack: as above, in sandboxes with a syscall supervisor, whose filter leaves no room for the
+// connect observer. Expected: with a policy that routes connect and the addressed sends, the
+// supervisor's record of them stands in: the same direct-connect violation, under notify and
+// under ptrace.
+TEST_F(NetworkTest, UnderASupervisorTheRoutedConnectsAreListedToo) {
+  int modes = 0;
+  for (spec::SupervisorMode mode : {spec::SupervisorMode::kNotify, spec::SupervisorMode::kPtrace}) {
+    SCOPED_TRACE(spec::ToString(mode));
+    if (!supervisor::CheckAvailable(mode).ok()) continue;
+    ++modes;
+    spec::SandboxSpec s = Spec(spec::NetworkProfile::kNone);
+    s.process.supervisor = mode;
+    std::string route = mode == spec::SupervisorMode::kNotify ? "notify" : "trace";
+    s.process.syscalls = {{{"connect", "sendto", "sendmsg"}, {}, route}};
+    auto sb = Make(s);
+    ASSERT_NE(sb, nullptr);
+    CommandResult r = Exec(*sb, {"/opt/probe", "connect-tcp", TestNetwork::kHostA, "80"});
+    EXPECT_EQ(r.stdout_preview, "connect-tcp: ENETUNREACH\n");
+    ASSERT_EQ(r.violations.size(), 1u);
+    EXPECT_EQ(r.violations[0].data["rule"], "direct-connect");
+    EXPECT_EQ(r.violations[0].data["host"], TestNetwork::kHostA);
+    EXPECT_EQ(r.violations[0].data["method"], "connect");
+    EXPECT_TRUE(Exec(*sb, {"/opt/probe", "connect-tcp", "127.0.0.1", "9"}).violations.empty());
+    DestroyAndCheckGone(std::move(sb));
+  }
+  if (modes == 0) GTEST_SKIP() << "this host provides neither supervisor mode";
 }
 
 // Attack: SNI-based domain fronting with a real client. curl is told to connect to an allowed
