@@ -471,7 +471,7 @@ netproxy::BlockedNetworkEgress NativeSandbox::DirectAttemptEvent(
   e.port = attempt.port;
   e.rule = std::string(netproxy::kRuleDirectConnect);
   e.method = attempt.syscall;
-  e.time = std::chrono::system_clock::now();
+  e.time = attempt.time;
   // The command's cgroup (cmd-N, in every hierarchy) names it: the same name as its proxy
   // client, so OwnBlockedEvents attributes both kinds of event alike.
   std::string_view rest = attempt.cgroups;
@@ -486,7 +486,19 @@ netproxy::BlockedNetworkEgress NativeSandbox::DirectAttemptEvent(
 }
 
 void NativeSandbox::RecordDirectAttempt(const supervisor::DirectAttempt& attempt) {
-  options_.egress.blocked->Record(DirectAttemptEvent(attempt));
+  // A loop of attempts must not push the proxy's refusals out of the sandbox's bounded log: the
+  // same attempt is recorded once a second at most, and a command's first 256 at most.
+  constexpr auto kRepeatInterval = std::chrono::seconds(1);
+  constexpr int kMaxPerCommand = 256;
+  constexpr size_t kMaxRemembered = 4096;
+  netproxy::BlockedNetworkEgress e = DirectAttemptEvent(attempt);
+  if (direct_recent_.size() >= kMaxRemembered) direct_recent_.clear();
+  auto [it, added] = direct_recent_.try_emplace(
+      fmt::format("{} {} {} {}", e.client, e.method, e.resolved_address, e.port), e.time);
+  if (!added && e.time - it->second < kRepeatInterval) return;
+  it->second = e.time;
+  if (++direct_per_command_[e.client] > kMaxPerCommand) return;
+  options_.egress.blocked->Record(e);
 }
 
 void NativeSandbox::StartProxyClientRun(const std::string& name) {
@@ -746,11 +758,14 @@ namespace {
 // The blocked events of a command's run that are its own: those its client named it in, those
 // that name nobody (git and urllib send no name, so they may be anyone's that ran meanwhile),
 // and those that name a command that was not running at the event's time (a made-up or borrowed
-// name hides nothing). Those naming another command that ran then are that command's.
+// name hides nothing). Those naming another command that ran then are that command's. A direct
+// attempt is named by its caller's cgroup, which no process can choose: it is its command's alone
+// (one made by a background process after its command ended is in no command's result).
 std::vector<netproxy::BlockedNetworkEgress> OwnBlockedEvents(
     std::vector<netproxy::BlockedNetworkEgress> events, const std::string& own,
     const std::map<std::string, internal::ProxyClientRun>& runs) {
   std::erase_if(events, [&](const netproxy::BlockedNetworkEgress& e) {
+    if (e.rule == netproxy::kRuleDirectConnect && !e.client.empty()) return e.client != own;
     if (e.client.empty() || e.client == own) return false;
     auto it = runs.find(e.client);
     if (it == runs.end()) return false;
@@ -1196,13 +1211,14 @@ void NativeSandbox::FinishSupervisor(std::unique_ptr<supervisor::Supervisor> sup
   // may have, or outranks ptrace's traced calls): the connects routed to the supervisor stand in
   // for it, which is every one when the policy routes connect and sendto.
   constexpr size_t kMaxDirectViolations = 64;
-  size_t direct = 0;
+  size_t direct = options_.egress.blocked == nullptr ? kMaxDirectViolations : 0;
   for (const Endpoint& endpoint : result.syscalls.endpoints) {
     if (direct == kMaxDirectViolations) break;
     if (endpoint.syscall == "bind") continue;
     std::optional<supervisor::DirectAttempt> attempt = ParseInetEndpoint(endpoint.address);
-    if (!attempt || supervisor::IsLoopbackAddress(attempt->address)) continue;
+    if (!attempt || supervisor::IsLocalAddress(attempt->address)) continue;
     attempt->syscall = endpoint.syscall;
+    attempt->time = std::chrono::system_clock::now();
     result.violations.push_back(netproxy::ToViolation(DirectAttemptEvent(*attempt)));
     ++direct;
   }

@@ -51,7 +51,11 @@ int InstallSelfFilters(std::string_view profile, std::string_view observer, int*
   *listener = -1;
   if (!observer.empty()) {
     // The observer with its listener first: the profile refuses new listeners once installed.
-    long fd = Install(observer, SECCOMP_FILTER_FLAG_NEW_LISTENER);
+    // Waiting for the answer, a caller ignores signals other than a kill once its call has been
+    // received (Linux 5.19), so that the observer cannot turn a call's outcome into EINTR.
+    long fd = Install(observer,
+                      SECCOMP_FILTER_FLAG_NEW_LISTENER | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV);
+    if (fd == -EINVAL) fd = Install(observer, SECCOMP_FILTER_FLAG_NEW_LISTENER);
     if (fd < 0) return static_cast<int>(-fd);
     *listener = static_cast<int>(fd);
   }

@@ -27,6 +27,15 @@ namespace {
 
 constexpr size_t kMaxCgroupText = 4096;
 
+// The kernel refuses an inet address shorter than a sockaddr_in (16 bytes) with EINVAL before it
+// looks at it (tcp_v4_connect, __ip4_datagram_connect and udp_sendmsg; IPv6 needs 24), and the
+// length is a register the filter reads (its low 32 bits, all the kernel uses): a call with a
+// shorter address cannot reach an inet destination and is not routed. Unix sockets connected by
+// a short name (airlock-forwarder's) so cost no round trip.
+constexpr uint32_t kMinInetAddressLength = sizeof(sockaddr_in);
+// The kernel takes an IPv6 address without its scope id (SIN6_LEN_RFC2133).
+constexpr ssize_t kMinSockaddrIn6 = 24;
+
 const Logger& Log() {
   static const Logger& log = GetLogger("supervisor");
   return log;
@@ -40,13 +49,23 @@ std::string BuildFilter() {
   b.LoadArch();
   b.JumpUnless(BPF_JEQ, NativeAuditArch(), allow);
   b.LoadNr();
-  b.JumpIf(BPF_JEQ, static_cast<uint32_t>(SyscallNumber("connect")), route);
+  BpfProgram::Label connect = b.NewLabel();
+  BpfProgram::Label addressed = b.NewLabel();
+  b.JumpIf(BPF_JEQ, static_cast<uint32_t>(SyscallNumber("connect")), connect);
   b.JumpUnless(BPF_JEQ, static_cast<uint32_t>(SyscallNumber("sendto")), allow);
-  // sendto with a destination: either half of the pointer set.
+  // sendto with a destination (either half of the pointer set), of an inet address's length.
   b.LoadArgLow(4);
-  b.JumpUnless(BPF_JEQ, 0, route);
+  b.JumpUnless(BPF_JEQ, 0, addressed);
   b.LoadArgHigh(4);
-  b.JumpUnless(BPF_JEQ, 0, route);
+  b.JumpIf(BPF_JEQ, 0, allow);
+  b.Bind(addressed);
+  b.LoadArgLow(5);
+  b.JumpIf(BPF_JGE, kMinInetAddressLength, route);
+  b.Jump(allow);
+  // connect, with an address of an inet address's length.
+  b.Bind(connect);
+  b.LoadArgLow(2);
+  b.JumpIf(BPF_JGE, kMinInetAddressLength, route);
   b.Bind(allow);
   b.Return(SECCOMP_RET_ALLOW);
   b.Bind(route);
@@ -68,7 +87,7 @@ std::optional<DirectAttempt> ReadInetAddress(int mem, uint64_t address, uint64_t
     const auto* in = reinterpret_cast<const sockaddr_in*>(&ss);
     ::inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text));
     a.port = ntohs(in->sin_port);
-  } else if (ss.ss_family == AF_INET6 && got >= static_cast<ssize_t>(sizeof(sockaddr_in6))) {
+  } else if (ss.ss_family == AF_INET6 && got >= kMinSockaddrIn6) {  // scope id optional
     const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&ss);
     ::inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof(text));
     a.port = ntohs(in6->sin6_port);
@@ -98,13 +117,16 @@ const std::string& ConnectObserverFilter() {
   return filter;
 }
 
-bool IsLoopbackAddress(const std::string& address) {
+bool IsLocalAddress(const std::string& address) {
+  auto local_v4 = [](uint32_t host_order) { return (host_order >> 24) == 127 || host_order == 0; };
   in_addr v4;
-  if (::inet_pton(AF_INET, address.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  if (::inet_pton(AF_INET, address.c_str(), &v4) == 1) return local_v4(ntohl(v4.s_addr));
   in6_addr v6;
   if (::inet_pton(AF_INET6, address.c_str(), &v6) != 1) return false;
-  if (IN6_IS_ADDR_LOOPBACK(&v6)) return true;
-  return IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127;
+  if (IN6_IS_ADDR_LOOPBACK(&v6) || IN6_IS_ADDR_UNSPECIFIED(&v6)) return true;
+  uint32_t mapped;
+  std::memcpy(&mapped, &v6.s6_addr[12], sizeof(mapped));
+  return IN6_IS_ADDR_V4MAPPED(&v6) && local_v4(ntohl(mapped));
 }
 
 absl::StatusOr<std::unique_ptr<ConnectObserver>> ConnectObserver::Start(UniqueFd listener,
@@ -112,14 +134,20 @@ absl::StatusOr<std::unique_ptr<ConnectObserver>> ConnectObserver::Start(UniqueFd
   if (!listener) return InvalidArgument("connect observer: no listener");
   UniqueFd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wake) return ErrnoStatus(errno, "connect observer: eventfd");
-  std::unique_ptr<ConnectObserver> observer(
-      new ConnectObserver(std::move(listener), std::move(wake), std::move(on_attempt)));
+  ASSIGN_OR_RETURN(internal::NotifBuffers buffers, internal::NotifBuffers::Make(),
+                   "connect observer");
+  std::unique_ptr<ConnectObserver> observer(new ConnectObserver(
+      std::move(listener), std::move(wake), std::move(buffers), std::move(on_attempt)));
   observer->thread_ = std::thread([raw = observer.get()] { raw->Run(); });
   return observer;
 }
 
-ConnectObserver::ConnectObserver(UniqueFd listener, UniqueFd wake, Callback on_attempt)
-    : listener_(std::move(listener)), wake_(std::move(wake)), on_attempt_(std::move(on_attempt)) {}
+ConnectObserver::ConnectObserver(UniqueFd listener, UniqueFd wake, internal::NotifBuffers buffers,
+                                 Callback on_attempt)
+    : listener_(std::move(listener)),
+      wake_(std::move(wake)),
+      buffers_(std::make_unique<internal::NotifBuffers>(std::move(buffers))),
+      on_attempt_(std::move(on_attempt)) {}
 
 ConnectObserver::~ConnectObserver() {
   uint64_t one = 1;
@@ -134,11 +162,6 @@ void ConnectObserver::Run() {
     UniqueFd& fd;
     ~CloseListener() { fd.Reset(); }
   } close_listener{listener_};
-  absl::StatusOr<internal::NotifBuffers> buffers = internal::NotifBuffers::Make();
-  if (!buffers.ok()) {
-    Log().Error("connect observer", {{"error", Message(buffers.status())}});
-    return;
-  }
   const int connect_nr = SyscallNumber("connect");
   for (;;) {
     struct pollfd p[2] = {{listener_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
@@ -149,13 +172,14 @@ void ConnectObserver::Run() {
     if (p[1].revents & POLLIN) return;
     if (p[0].revents & (POLLHUP | POLLERR) && !(p[0].revents & POLLIN)) return;  // no users left
     if (!(p[0].revents & POLLIN)) continue;
-    seccomp_notif* req = buffers->FreshRequest();
+    seccomp_notif* req = buffers_->FreshRequest();
     if (::ioctl(listener_.get(), SECCOMP_IOCTL_NOTIF_RECV, req) != 0) {
       if (errno == ENOENT || errno == EINTR) continue;  // its thread died meanwhile
       Log().Error("connect observer: SECCOMP_IOCTL_NOTIF_RECV", {{"error", std::strerror(errno)}});
       return;
     }
     const bool connect = req->data.nr == connect_nr;
+    const auto when = std::chrono::system_clock::now();
     // Each /proc file is opened before a validity check: if the notification is still live
     // afterwards, the file is the calling thread's, not that of a process that took its pid since.
     // The cgroup is opened only for an attempt to report (most connects are to loopback or unix).
@@ -172,20 +196,21 @@ void ConnectObserver::Run() {
     if (live()) {
       attempt = connect ? ReadInetAddress(mem.get(), req->data.args[1], req->data.args[2])
                         : ReadInetAddress(mem.get(), req->data.args[4], req->data.args[5]);
-      if (attempt && IsLoopbackAddress(attempt->address)) attempt.reset();
+      if (attempt && IsLocalAddress(attempt->address)) attempt.reset();
     }
     if (attempt) {
       UniqueFd cgroup = open_proc("cgroup");
       if (live()) attempt->cgroups = ReadAll(cgroup.get(), kMaxCgroupText);
+      attempt->syscall = connect ? "connect" : "sendto";
+      attempt->time = when;
+      // Reported before the answer: by the time the call returns, and so before its command can
+      // end and collect its events, the event is recorded.
+      on_attempt_(*attempt);
     }
-    seccomp_notif_resp* resp = buffers->FreshResponse(req->id);
+    seccomp_notif_resp* resp = buffers_->FreshResponse(req->id);
     resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
     // ENOENT: the thread died (killed) before the answer; nothing to do.
     (void)::ioctl(listener_.get(), SECCOMP_IOCTL_NOTIF_SEND, resp);
-    if (attempt) {
-      attempt->syscall = connect ? "connect" : "sendto";
-      on_attempt_(*attempt);
-    }
   }
 }
 

@@ -477,25 +477,56 @@ TEST_F(NetworkTest, BlockedAttemptsAreListedWithTheCommandThatMadeThem) {
 TEST_F(NetworkTest, DirectConnectsAreListedWithTheCommandThatMadeThem) {
   auto sb = Make(Spec(spec::NetworkProfile::kNone));
   ASSERT_NE(sb, nullptr);
+  // The first command runs until the second has made its attempt (a file in the sandbox's /tmp
+  // says so), however slowly either starts.
   CommandResult quiet;
-  std::thread first([&] { quiet = Exec(*sb, {"sh", "-c", "sleep 1.5; exit 3"}); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::thread first([&] {
+    quiet = Exec(*sb, {"sh", "-c",
+                       "touch /tmp/started; for i in $(seq 300); do [ -e /tmp/tried ] && exit 3; "
+                       "sleep 0.05; done; exit 4"});
+  });
   CommandResult r = Exec(*sb, {"python3", "-c",
-                               "import socket\n"
+                               "import os, socket, time\n"
+                               "while not os.path.exists('/tmp/started'): time.sleep(0.02)\n"
                                "try:\n"
                                "    socket.create_connection(('2001:db8::7', 443), timeout=5)\n"
                                "except OSError as e:\n"
-                               "    print(e.errno == 101)\n"});
+                               "    print(e.errno == 101)\n"
+                               "open('/tmp/tried', 'w').close()\n"});
   first.join();
   EXPECT_EQ(r.stdout_preview, "True\n") << r.stderr_preview;
   ASSERT_EQ(r.violations.size(), 1u);
   EXPECT_EQ(r.violations[0].data["host"], "[2001:db8::7]");
   EXPECT_EQ(r.violations[0].data["port"], 443);
   EXPECT_EQ(r.violations[0].data["rule"], "direct-connect");
-  EXPECT_EQ(quiet.classification, Classification::kExitNonzero);
+  EXPECT_EQ(quiet.exit_code, 3) << "the first command was not running during the attempt";
   EXPECT_TRUE(quiet.violations.empty()) << quiet.violations.size() << " violations";
   // Loopback stays the sandbox's own business: nothing is reported for it.
   EXPECT_TRUE(Exec(*sb, {"/opt/probe", "connect-tcp", "127.0.0.1", "9"}).violations.empty());
+  DestroyAndCheckGone(std::move(sb));
+}
+
+// Attack: a command is refused a host by the proxy, then floods direct sends (2,000 addresses,
+// each sent to 5 times), hoping to push that refusal out of the sandbox's bounded event log
+// (1,000) so that its failure is not taken for NETWORK_REQUIRED. Expected: a command's direct
+// attempts are recorded 256 at most, each repeat once a second at most; the refusal stays and
+// the command is NETWORK_REQUIRED naming the host.
+TEST_F(NetworkTest, AFloodOfDirectAttemptsHidesNoRefusal) {
+  auto sb = Make(Spec(spec::NetworkProfile::kDependencyEgress, {"registry.test"}));
+  ASSERT_NE(sb, nullptr);
+  CommandResult r = Exec(*sb, {"sh", "-c",
+                               "curl -sSf --max-time 20 http://other.test/hello; python3 -c \"\n"
+                               "import socket\n"
+                               "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+                               "for _ in range(5):\n"
+                               "    for port in range(1, 2001):\n"
+                               "        try: s.sendto(b'x', ('192.0.2.1', port))\n"
+                               "        except OSError: pass\n"
+                               "\"; exit 1"});
+  EXPECT_EQ(r.classification, Classification::kNetworkRequired) << r.stderr_preview;
+  EXPECT_EQ(r.failure_detail, "other.test:80");
+  EXPECT_EQ(r.violations.size(), 64u) << "the result lists 64 at most";
+  EXPECT_EQ(r.violations[0].data["host"], "other.test");
   DestroyAndCheckGone(std::move(sb));
 }
 

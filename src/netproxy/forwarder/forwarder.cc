@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -174,8 +175,11 @@ class Server {
     addr.sun_family = AF_UNIX;
     std::memcpy(addr.sun_path, config_.socket_path.data(), config_.socket_path.size());
     // A unix-socket connect completes at once or fails (EAGAIN when the proxy's backlog is
-    // full); it never waits for the peer's accept.
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    // full); it never waits for the peer's accept. The address's exact length (main.cc keeps it
+    // short).
+    socklen_t len =
+        static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + config_.socket_path.size());
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0) {
       ::close(fd);
       return -1;
     }

@@ -24,6 +24,8 @@ constexpr size_t kMaxPath = 4096;
 constexpr size_t kMaxArg = 256;
 constexpr size_t kMaxArgv = 8;
 constexpr size_t kMaxSockaddr = sizeof(sockaddr_storage);
+// The kernel takes an IPv6 address without its scope id (SIN6_LEN_RFC2133).
+constexpr size_t kMinSockaddrIn6 = 24;
 
 // Numbers of the decoded calls on this architecture (-1 where it has no such call).
 struct Numbers {
@@ -142,7 +144,7 @@ std::string FormatSockaddr(const void* addr, size_t len) {
     inet_ntop(AF_INET, &in.sin_addr, text, sizeof(text));
     return fmt::format("{}:{}", text, ntohs(in.sin_port));
   }
-  if (family == AF_INET6 && len >= sizeof(sockaddr_in6)) {
+  if (family == AF_INET6 && len >= kMinSockaddrIn6) {  // scope id optional (zero when absent)
     sockaddr_in6 in6;
     std::memcpy(&in6, addr, sizeof(in6));
     inet_ntop(AF_INET6, &in6.sin6_addr, text, sizeof(text));
