@@ -136,6 +136,7 @@ absl::StatusOr<std::unique_ptr<ConnectObserver>> ConnectObserver::Start(UniqueFd
   if (!wake) return ErrnoStatus(errno, "connect observer: eventfd");
   ASSIGN_OR_RETURN(internal::NotifBuffers buffers, internal::NotifBuffers::Make(),
                    "connect observer");
+  internal::PreferSyncWakeUp(listener.get());
   std::unique_ptr<ConnectObserver> observer(new ConnectObserver(
       std::move(listener), std::move(wake), std::move(buffers), std::move(on_attempt)));
   observer->thread_ = std::thread([raw = observer.get()] { raw->Run(); });

@@ -137,6 +137,7 @@ void NotifyMonitor::Run() {
     return;
   }
   listener_ = std::move(*listener);
+  PreferSyncWakeUp(listener_.get());
 
   absl::StatusOr<NotifBuffers> buffers = NotifBuffers::Make();
   if (!buffers.ok()) {
