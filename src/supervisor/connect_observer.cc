@@ -19,6 +19,7 @@
 #include "common/status.h"
 #include "fmt/format.h"
 #include "supervisor/internal/bpf.h"
+#include "supervisor/internal/decode.h"
 #include "supervisor/internal/notif_buffers.h"
 #include "supervisor/policy.h"
 
@@ -33,8 +34,6 @@ constexpr size_t kMaxCgroupText = 4096;
 // shorter address cannot reach an inet destination and is not routed. Unix sockets connected by
 // a short name (airlock-forwarder's) so cost no round trip.
 constexpr uint32_t kMinInetAddressLength = sizeof(sockaddr_in);
-// The kernel takes an IPv6 address without its scope id (SIN6_LEN_RFC2133).
-constexpr ssize_t kMinSockaddrIn6 = 24;
 
 const Logger& Log() {
   static const Logger& log = GetLogger("supervisor");
@@ -75,27 +74,18 @@ std::string BuildFilter() {
   return program.ok() ? *std::move(program) : std::string();
 }
 
-// The inet address and port at `address` (len bytes) in the memory behind `mem`, if it is one.
+// The inet address and port at `address` (len bytes) in the memory behind `mem`, if it is one
+// (not unix, netlink, AF_UNSPEC for a datagram socket's disconnect, or unreadable).
 std::optional<DirectAttempt> ReadInetAddress(int mem, uint64_t address, uint64_t len) {
   if (address == 0 || mem < 0) return std::nullopt;
   sockaddr_storage ss = {};
   size_t n = static_cast<size_t>(std::min<uint64_t>(len, sizeof(ss)));
   ssize_t got = ::pread(mem, &ss, n, static_cast<off_t>(address));
-  char text[INET6_ADDRSTRLEN] = {};
-  DirectAttempt a;
-  if (ss.ss_family == AF_INET && got >= static_cast<ssize_t>(sizeof(sockaddr_in))) {
-    const auto* in = reinterpret_cast<const sockaddr_in*>(&ss);
-    ::inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text));
-    a.port = ntohs(in->sin_port);
-  } else if (ss.ss_family == AF_INET6 && got >= kMinSockaddrIn6) {  // scope id optional
-    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&ss);
-    ::inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof(text));
-    a.port = ntohs(in6->sin6_port);
-  } else {
-    return std::nullopt;  // unix, netlink, AF_UNSPEC (a datagram socket's disconnect), unreadable
-  }
-  a.address = text;
-  return a;
+  if (got <= 0) return std::nullopt;
+  std::optional<internal::InetEndpoint> inet =
+      internal::DecodeInetSockaddr(&ss, static_cast<size_t>(got));
+  if (!inet) return std::nullopt;
+  return DirectAttempt{.address = std::move(inet->address), .port = inet->port};
 }
 
 std::string ReadAll(int fd, size_t max) {

@@ -134,21 +134,35 @@ std::string OpenMode(uint64_t flags) {
   return mode;
 }
 
-std::string FormatSockaddr(const void* addr, size_t len) {
+std::optional<InetEndpoint> DecodeInetSockaddr(const void* addr, size_t len) {
   sa_family_t family;
+  if (len < sizeof(family)) return std::nullopt;
   std::memcpy(&family, addr, sizeof(family));
   char text[INET6_ADDRSTRLEN] = {};
+  InetEndpoint e;
   if (family == AF_INET && len >= sizeof(sockaddr_in)) {
     sockaddr_in in;
     std::memcpy(&in, addr, sizeof(in));
     inet_ntop(AF_INET, &in.sin_addr, text, sizeof(text));
-    return fmt::format("{}:{}", text, ntohs(in.sin_port));
-  }
-  if (family == AF_INET6 && len >= kMinSockaddrIn6) {  // scope id optional (zero when absent)
-    sockaddr_in6 in6;
-    std::memcpy(&in6, addr, sizeof(in6));
+    e.port = ntohs(in.sin_port);
+  } else if (family == AF_INET6 && len >= kMinSockaddrIn6) {
+    sockaddr_in6 in6 = {};  // the scope id stays zero when absent
+    std::memcpy(&in6, addr, std::min(len, sizeof(in6)));
     inet_ntop(AF_INET6, &in6.sin6_addr, text, sizeof(text));
-    return fmt::format("[{}]:{}", text, ntohs(in6.sin6_port));
+    e.port = ntohs(in6.sin6_port);
+  } else {
+    return std::nullopt;
+  }
+  e.address = text;
+  return e;
+}
+
+std::string FormatSockaddr(const void* addr, size_t len) {
+  sa_family_t family;
+  std::memcpy(&family, addr, sizeof(family));
+  if (std::optional<InetEndpoint> inet = DecodeInetSockaddr(addr, len)) {
+    return family == AF_INET6 ? fmt::format("[{}]:{}", inet->address, inet->port)
+                              : fmt::format("{}:{}", inet->address, inet->port);
   }
   if (family == AF_UNIX) {
     const char* path = static_cast<const char*>(addr) + offsetof(sockaddr_un, sun_path);

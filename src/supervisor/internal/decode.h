@@ -61,6 +61,15 @@ DecodedCall Decode(int nr, const uint64_t (&args)[6], MemoryReader* mem);
 // "r", "w" or "rw", then "+create", "+trunc", "+append" as the open flags have them.
 std::string OpenMode(uint64_t flags);
 
+// The address ("10.0.0.1", "::1") and port of an AF_INET or AF_INET6 socket address of `len`
+// bytes at `addr` (an IPv6 one may lack its scope id, as the kernel allows); nullopt for other
+// families and for addresses too short for their family.
+struct InetEndpoint {
+  std::string address;
+  uint16_t port = 0;
+};
+std::optional<InetEndpoint> DecodeInetSockaddr(const void* addr, size_t len);
+
 // "10.0.0.1:443", "[::1]:80", "unix:/path", "unix:@name", "netlink", "family 40".
 std::string FormatSockaddr(const void* addr, size_t len);
 
