@@ -1209,18 +1209,21 @@ void NativeSandbox::FinishSupervisor(std::unique_ptr<supervisor::Supervisor> sup
   }
   // The connect observer is off under a supervisor (its filter holds the one listener a chain
   // may have, or outranks ptrace's traced calls): the connects routed to the supervisor stand in
-  // for it, which is every one when the policy routes connect and sendto.
-  constexpr size_t kMaxDirectViolations = 64;
-  size_t direct = options_.egress.blocked == nullptr ? kMaxDirectViolations : 0;
-  for (const Endpoint& endpoint : result.syscalls.endpoints) {
-    if (direct == kMaxDirectViolations) break;
-    if (endpoint.syscall == "bind") continue;
-    std::optional<supervisor::DirectAttempt> attempt = ParseInetEndpoint(endpoint.address);
-    if (!attempt || supervisor::IsLocalAddress(attempt->address)) continue;
-    attempt->syscall = endpoint.syscall;
-    attempt->time = std::chrono::system_clock::now();
-    result.violations.push_back(netproxy::ToViolation(DirectAttemptEvent(*attempt)));
-    ++direct;
+  // for it, which is every one when the policy routes connect and sendto. As the observer's,
+  // only for a caller that keeps blocked events.
+  if (options_.egress.blocked != nullptr) {
+    constexpr size_t kMaxDirectViolations = 64;
+    size_t direct = 0;
+    for (const Endpoint& endpoint : result.syscalls.endpoints) {
+      if (direct == kMaxDirectViolations) break;
+      if (endpoint.syscall == "bind") continue;
+      std::optional<supervisor::DirectAttempt> attempt = ParseInetEndpoint(endpoint.address);
+      if (!attempt || supervisor::IsLocalAddress(attempt->address)) continue;
+      attempt->syscall = endpoint.syscall;
+      attempt->time = std::chrono::system_clock::now();
+      result.violations.push_back(netproxy::ToViolation(DirectAttemptEvent(*attempt)));
+      ++direct;
+    }
   }
   if (!done && wait) {
     Log().Warn("syscall supervisor still busy after the command", {{"sandbox", id_.value()}});
