@@ -74,7 +74,7 @@ ClientHelloScan Decided(ClientHelloScan::Kind kind, std::string name, bool ech) 
 }
 
 // A host name as a server_name entry may carry it: letters, digits, '-', '_' and dots, at most
-// 255 bytes. Lowercased, a trailing dot dropped; nullopt for anything else.
+// 255 bytes, no empty label. Lowercased, one trailing dot dropped; nullopt for anything else.
 std::optional<std::string> HostNameOf(std::string_view raw) {
   if (raw.empty() || raw.size() > 255) return std::nullopt;
   std::string name;
@@ -85,7 +85,10 @@ std::optional<std::string> HostNameOf(std::string_view raw) {
     name.push_back(c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c);
   }
   if (name.back() == '.') name.pop_back();
-  if (name.empty()) return std::nullopt;
+  if (name.empty() || name.front() == '.' || name.back() == '.' ||
+      name.find("..") != std::string::npos) {
+    return std::nullopt;
+  }
   return name;
 }
 

@@ -123,6 +123,14 @@ TEST(TlsHelloTest, AmbiguousOrBrokenClientHellosAreMalformed) {
   EXPECT_EQ(kind_of(Records(HelloMessage({ServerName({{0, std::string("ok.test\0x", 9)}})}))),
             Kind::kMalformed);
   EXPECT_EQ(kind_of(Records(HelloMessage({ServerName({{0, "."}})}))), Kind::kMalformed);
+  // A name with an empty label: two trailing dots, a leading dot, or two dots inside.
+  for (const char* name : {"ok.test..", ".ok.test", "ok..test", ".."}) {
+    EXPECT_EQ(kind_of(Records(HelloMessage({ServerName({{0, name}})}))), Kind::kMalformed) << name;
+  }
+  // One trailing dot is the fully qualified form of the same name.
+  ClientHelloScan fqdn = Scan(Records(HelloMessage({ServerName({{0, "OK.test."}})})));
+  EXPECT_EQ(fqdn.kind, Kind::kName);
+  EXPECT_EQ(fqdn.name, "ok.test");
   // An alert record in the middle of the ClientHello's records.
   std::string message = HelloMessage({ServerName({{0, "evil.test"}})});
   std::string split = Records(message.substr(0, 10)) + Int(21, 1) + Int(0x0303, 2) +
