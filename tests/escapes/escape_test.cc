@@ -88,12 +88,13 @@ TEST_P(EscapeTest, HostProcIsNotVisible) {
 
 // Attack: read the host kernel's secrets and maps from /proc: its memory image, the keys of its
 // keyrings, timer and scheduler internals with kernel addresses, its symbol table, its build
-// configuration (which mitigations it has). Each file the host has reads as empty in the sandbox.
+// configuration (which mitigations it has), its boot command line. Each file the host has reads
+// as empty in the sandbox.
 TEST_P(EscapeTest, KernelInterfacesInProcReadEmpty) {
   std::string script = "for f in";
   std::string expected;
   for (const char* f : {"/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sched_debug",
-                        "/proc/kallsyms", "/proc/config.gz"}) {
+                        "/proc/kallsyms", "/proc/config.gz", "/proc/cmdline"}) {
     if (access(f, F_OK) != 0) continue;
     script += fmt::format(" {}", f);
     expected += fmt::format("{} 0\n", f);

@@ -45,10 +45,12 @@ constexpr const char* kMaskedFiles[] = {"/etc/machine-id"};
 constexpr const char* kMaskedDirs[] = {"/etc/ssh",      "/etc/sudoers.d", "/etc/ssl/private",
                                        "/etc/polkit-1", "/etc/docker",    "/etc/kubernetes"};
 // Kernel interfaces in /proc that sandboxed code has no business with (config.gz: the host
-// kernel's build options, a map of which mitigations and features it has).
+// kernel's build options, a map of which mitigations and features it has; cmdline: the host's
+// boot options, which name its hypervisor, its mitigations and at times an agent's addresses or
+// tokens).
 constexpr const char* kMaskedProcFiles[] = {
     "/proc/kcore",    "/proc/keys",          "/proc/timer_list", "/proc/sched_debug",
-    "/proc/kallsyms", "/proc/sysrq-trigger", "/proc/config.gz"};
+    "/proc/kallsyms", "/proc/sysrq-trigger", "/proc/config.gz",  "/proc/cmdline"};
 constexpr const char* kMaskedProcDirs[] = {"/proc/acpi", "/proc/scsi", "/proc/irq",
                                            "/proc/bus",  "/proc/fs",   "/proc/driver"};
 constexpr const char* kDevices[] = {"null", "zero", "full", "random", "urandom", "tty"};
