@@ -10,9 +10,10 @@
 namespace airlock::netproxy {
 namespace {
 
-// kMetadataInPrivateUse: a metadata address inside private-use space (Alibaba Cloud's, in
-// 100.64/10). Never reached, like every metadata range, but an operator may open a range around
-// it (100.64.0.0/10 for a CGNAT or tailnet registry): the address check refuses it first.
+// kMetadataInPrivateUse: a metadata address inside private-use space (Alibaba Cloud's in
+// 100.64/10, the IPv6 ones of GCP, EKS Pod Identity and Scaleway in fc00::/7). Never reached, like
+// every metadata range, but an operator may open a range around it (100.64.0.0/10 for a CGNAT or
+// tailnet registry, an fd00::/8 network): the address check refuses it first.
 enum class Kind { kMetadata, kMetadataInPrivateUse, kPrivateUse, kOther };
 
 DeniedRange Range(std::string_view text, std::string_view what, Kind kind = Kind::kOther) {
@@ -100,9 +101,16 @@ std::string_view ProfileName(spec::NetworkProfile profile) { return spec::ToStri
 const std::vector<DeniedRange>& AlwaysDeniedRanges() {
   // Metadata first so that its rule name wins; the fc00::/7 entry would cover fd00:ec2::254 too.
   static const std::vector<DeniedRange> kRanges = {
+      // Link-local metadata of every cloud (AWS, GCP, Azure, Oracle, DigitalOcean, Scaleway's
+      // IPv4), AWS's IPv6 one, and Azure's host endpoint (WireServer: a public address that the
+      // host's firewall lets root reach, and the proxy runs as root).
       Range("169.254.0.0/16", "metadata", Kind::kMetadata),
       Range("fd00:ec2::254/128", "metadata", Kind::kMetadata),
-      Range("100.100.100.200/32", "metadata", Kind::kMetadataInPrivateUse),
+      Range("168.63.129.16/32", "metadata", Kind::kMetadata),
+      Range("100.100.100.200/32", "metadata", Kind::kMetadataInPrivateUse),  // Alibaba
+      Range("fd00:ec2::23/128", "metadata", Kind::kMetadataInPrivateUse),    // EKS Pod Identity
+      Range("fd20:ce::254/128", "metadata", Kind::kMetadataInPrivateUse),    // GCP, IPv6
+      Range("fd00:42::42/128", "metadata", Kind::kMetadataInPrivateUse),     // Scaleway, IPv6
       Range("0.0.0.0/8", "this-network"),
       Range("10.0.0.0/8", "private", Kind::kPrivateUse),
       Range("100.64.0.0/10", "shared-address-space", Kind::kPrivateUse),

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "fmt/format.h"
 #include "gtest/gtest.h"
 
 namespace airlock::netproxy {
@@ -294,8 +295,14 @@ TEST(PolicyTest, AnOpenedNameReachesPrivateUseSpaceOnly) {
   EXPECT_EQ(check("fe80::1").rule, "always-denied:fe80::/10 (link-local)");
   // The node's own (private) address: only an open CIDR naming it opens it.
   EXPECT_EQ(check("10.0.0.5", true).rule, "always-denied:node-local");
-  // Alibaba Cloud's metadata address sits in the shared address space; never opened.
+  // Alibaba Cloud's metadata address sits in the shared address space, the IPv6 ones of GCP, EKS
+  // Pod Identity and Scaleway in unique-local space; never opened.
   EXPECT_EQ(check("100.100.100.200").rule, "always-denied:100.100.100.200/32 (metadata)");
+  for (const char* address : {"fd20:ce::254", "fd00:ec2::23", "fd00:42::42"}) {
+    EXPECT_EQ(check(address).rule, fmt::format("always-denied:{}/128 (metadata)", address));
+  }
+  // Azure's host endpoint is a public address: refused under open, which allows public ones.
+  EXPECT_EQ(check("168.63.129.16").rule, "always-denied:168.63.129.16/32 (metadata)");
   op.open_private_cidrs = {"127.0.0.1/32", "10.0.0.5/32"};
   Policy cidrs = Compile(Net(NetworkProfile::kOpen), op);
   EXPECT_TRUE(cidrs.CheckAddress(host, 443, *IpAddress::Parse("127.0.0.1")).allowed);
@@ -306,6 +313,12 @@ TEST(PolicyTest, AnOpenedNameReachesPrivateUseSpaceOnly) {
   EXPECT_TRUE(cgnat.CheckAddress(host, 443, *IpAddress::Parse("100.100.100.1")).allowed);
   EXPECT_EQ(cgnat.CheckAddress(host, 443, *IpAddress::Parse("100.100.100.200")).rule,
             "always-denied:100.100.100.200/32 (metadata)");
+  // Likewise a unique-local network around GCP's IPv6 metadata address.
+  op.open_private_cidrs = {"fd20:ce::/32"};
+  Policy ula = Compile(Net(NetworkProfile::kOpen), op);
+  EXPECT_TRUE(ula.CheckAddress(host, 443, *IpAddress::Parse("fd20:ce::1")).allowed);
+  EXPECT_EQ(ula.CheckAddress(host, 443, *IpAddress::Parse("fd20:ce::254")).rule,
+            "always-denied:fd20:ce::254/128 (metadata)");
 }
 
 // The operator's file is checked where it is loaded: each bad file is refused with an error that
