@@ -395,12 +395,19 @@ TEST_F(EgressProxyTest, RestrictedHttpEnforcesMethodAndPathAndRefusesConnect) {
   EXPECT_TRUE(
       request(fmt::format("GET {}/hello/../headers HTTP/1.1", base)).starts_with("HTTP/1.1 403"));
   EXPECT_TRUE(Connect(port, OriginHosts()).starts_with("HTTP/1.1 403"));
+  // An allowed request that asks the server to run another method (Rack, Express).
+  std::string overridden = Ask(port, fmt::format("GET {}/hello HTTP/1.1\r\nHost: x\r\n"
+                                                 "X-HTTP-Method-Override: DELETE\r\n\r\n",
+                                                 base));
+  EXPECT_TRUE(overridden.starts_with("HTTP/1.1 403")) << overridden;
+  EXPECT_NE(overridden.find("X-HTTP-Method-Override"), std::string::npos) << overridden;
   std::vector<BlockedNetworkEgress> blocked = events_.Blocked();
-  ASSERT_EQ(blocked.size(), 4u);
+  ASSERT_EQ(blocked.size(), 5u);
   EXPECT_EQ(blocked[0].rule, "restricted-http:method");
   EXPECT_EQ(blocked[0].method, "POST");
   EXPECT_EQ(blocked[1].rule, "restricted-http:path");
   EXPECT_EQ(blocked[3].rule, "restricted-http:connect");
+  EXPECT_EQ(blocked[4].rule, "restricted-http:method-override");
   EXPECT_EQ(http_->requests(), std::vector<std::string>{"GET /hello"});
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/match.h"
 #include "common/files.h"
 #include "common/status.h"
 #include "common/text.h"
@@ -202,6 +203,21 @@ absl::StatusOr<Policy> Policy::Compile(const spec::Network& network, const Opera
   return p;
 }
 
+std::string_view OverrideHeaderOf(const std::vector<std::string_view>& names) {
+  static constexpr std::string_view kOverrideHeaders[] = {"x-http-method-override", "x-http-method",
+                                                          "x-method-override", "x-original-url",
+                                                          "x-rewrite-url"};
+  for (std::string_view name : names) {
+    for (std::string_view header : kOverrideHeaders) {
+      if (absl::EqualsIgnoreCase(absl::string_view(name.data(), name.size()),
+                                 absl::string_view(header.data(), header.size()))) {
+        return name;
+      }
+    }
+  }
+  return {};
+}
+
 Decision Policy::CheckRequest(const EgressRequest& request) const {
   const bool tunnel = request.kind == RequestKind::kConnect;
   switch (profile_) {
@@ -215,6 +231,7 @@ Decision Policy::CheckRequest(const EgressRequest& request) const {
     case spec::NetworkProfile::kRestrictedHttp: {
       bool host_matched = false;
       bool method_matched = false;
+      bool overridden = false;
       for (const Rule& rule : rules_) {
         if (!rule.host.Matches(request.host, request.port, tunnel)) continue;
         host_matched = true;
@@ -222,6 +239,12 @@ Decision Policy::CheckRequest(const EgressRequest& request) const {
         if (tunnel) {
           // Inside a TLS tunnel neither method nor path can be checked.
           if (unrestricted) return Decision::Allow();
+          continue;
+        }
+        // A server that reads the method or path from a header would act on what the rule
+        // never saw.
+        if (!unrestricted && !request.override_header.empty()) {
+          overridden = true;
           continue;
         }
         if (!rule.methods.empty() && std::find(rule.methods.begin(), rule.methods.end(),
@@ -241,6 +264,7 @@ Decision Policy::CheckRequest(const EgressRequest& request) const {
       }
       if (!host_matched) return Decision::Block("not-allowlisted");
       if (tunnel) return Decision::Block("restricted-http:connect");
+      if (overridden) return Decision::Block("restricted-http:method-override");
       return Decision::Block(method_matched ? "restricted-http:path" : "restricted-http:method");
     }
   }

@@ -90,12 +90,21 @@ struct EgressRequest {
   uint16_t port = 0;
   std::string_view method;  // kHttp only
   std::string_view target;  // kHttp only: origin-form "/path?query"
+  // kHttp only: a header of the request that asks the server to act as if it had another method
+  // or path (X-HTTP-Method-Override, X-Original-URL, ...; OverrideHeaderOf), empty when none.
+  std::string_view override_header;
 };
+
+// The first header in `names` that web frameworks read as the request's real method or path
+// (Rack, Express, Symfony, Laravel: X-HTTP-Method-Override, X-HTTP-Method, X-Method-Override;
+// IIS URL Rewrite, Symfony, Zend: X-Original-URL, X-Rewrite-URL), compared without case, or
+// empty. A restricted-http rule that limits methods or paths refuses a request that has one.
+std::string_view OverrideHeaderOf(const std::vector<std::string_view>& names);
 
 // Allowed, or the rule that blocked (stable strings, listed in docs/network.md):
 //   "profile:none", "not-allowlisted", "restricted-http:method", "restricted-http:path",
-//   "restricted-http:connect", "always-denied:<cidr> (<what>)", "deny-cidr:<cidr>",
-//   "operator-deny-cidr:<cidr>".
+//   "restricted-http:method-override", "restricted-http:connect",
+//   "always-denied:<cidr> (<what>)", "deny-cidr:<cidr>", "operator-deny-cidr:<cidr>".
 struct Decision {
   bool allowed = false;
   std::string rule;

@@ -143,6 +143,27 @@ TEST(PolicyTest, RestrictedHttpChecksMethodAndPathOfPlainHttp) {
   EXPECT_EQ(Http(p, "other.example", "GET", "/").rule, "not-allowlisted");
 }
 
+// Attack: a request the rule allows (GET /v1/...) carries a header that frameworks read as the
+// real method or path (Rack and Express honour X-HTTP-Method-Override, IIS and Symfony
+// X-Original-URL), so the server would run DELETE or /admin. Refused where the rule limits
+// methods or paths; a host without such limits takes the header like any other.
+TEST(PolicyTest, RestrictedHttpRefusesMethodAndPathOverrideHeaders) {
+  Policy p = Compile(RestrictedNet());
+  auto with = [&](std::string_view host, std::vector<std::string_view> names) {
+    return p.CheckRequest({RequestKind::kHttp, *NormalizeHost(host), 80, "GET", "/v1/items",
+                           OverrideHeaderOf(names)});
+  };
+  EXPECT_TRUE(with("api.example", {"Accept", "X-Request-Id"}).allowed);
+  for (std::string_view header : {"X-HTTP-Method-Override", "x-http-method", "X-Method-Override",
+                                  "X-Original-URL", "X-REWRITE-URL"}) {
+    EXPECT_EQ(OverrideHeaderOf({"Accept", header}), header);
+    EXPECT_EQ(with("api.example", {"Accept", header}).rule, "restricted-http:method-override")
+        << header;
+    EXPECT_TRUE(with("open-rule.example", {header}).allowed) << header;
+    EXPECT_TRUE(with("free.example", {header}).allowed) << header;
+  }
+}
+
 TEST(PolicyTest, RestrictedHttpRefusesConnectToHostsWithMethodOrPathRules) {
   Policy p = Compile(RestrictedNet());
   EXPECT_EQ(Connect(p, "api.example").rule, "restricted-http:connect");

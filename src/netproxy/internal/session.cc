@@ -250,8 +250,12 @@ void Session::Close(std::string_view reason) {
 }
 
 Decision Session::Decide(const Policy& policy) const {
-  EgressRequest request{tunnel_ ? RequestKind::kConnect : RequestKind::kHttp, *upstream_host_,
-                        port_, method_, target_};
+  EgressRequest request{tunnel_ ? RequestKind::kConnect : RequestKind::kHttp,
+                        *upstream_host_,
+                        port_,
+                        method_,
+                        target_,
+                        override_header_};
   Decision d = policy.CheckRequest(request);
   if (!d.allowed) return d;
   // What open let through without a name to hold it to (CheckTlsServerName).
@@ -916,14 +920,21 @@ asio::awaitable<bool> Session::HandleHttp(http::request_parser<http::empty_body>
     co_return false;
   }
   uint16_t port = hp->port.value_or(80);
+  std::vector<std::string_view> names;
+  for (const auto& field : req) names.push_back(View(field.name_string()));
+  override_header_ = std::string(OverrideHeaderOf(names));
   std::shared_ptr<const Policy> policy = sandbox_->policy();
-  Decision d = policy->CheckRequest({RequestKind::kHttp, *host, port, method_, url->target});
+  Decision d = policy->CheckRequest(
+      {RequestKind::kHttp, *host, port, method_, url->target, override_header_});
   if (!d.allowed) {
     host_ = host->name;
     port_ = port;
     Blocked(host->name, "", port, d.rule);
     std::string text = fmt::format("{} http://{}:{}{} blocked by {}", method_, host->name, port,
                                    url->target, d.rule);
+    if (d.rule == "restricted-http:method-override") {
+      text += fmt::format(" (its {} header asks for another method or path)", override_header_);
+    }
     co_await Respond(403, "blocked", text, d.rule);
     co_return false;
   }

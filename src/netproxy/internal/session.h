@@ -174,6 +174,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool in_exchange_ = false;
   uint16_t port_ = 0;
   std::string method_;
+  std::string override_header_;  // the request's method or path override header (policy.h)
   std::string client_name_;  // the command its last request named (BlockedNetworkEgress::client)
   uint64_t bytes_up_ = 0;
   uint64_t bytes_down_ = 0;
