@@ -169,8 +169,9 @@ int Run(const RunFlags& f) {
   }
   absl::StatusOr<std::vector<std::string>> secrets = LoadSecrets(f);
   if (!secrets.ok()) return fail(kExitUsage, secrets.status());
-  if (absl::Status s = RedactorFor(*secrets).status(); !s.ok()) {
-    return fail(kExitUsage, Annotate(s, "--secret-env/--secret-file"));
+  absl::StatusOr<Redactor> redactor = RedactorFor(*secrets);
+  if (!redactor.ok()) {
+    return fail(kExitUsage, Annotate(redactor.status(), "--secret-env/--secret-file"));
   }
 
   // Supplementary groups would follow the sandbox's processes (setgroups is denied inside).
@@ -191,7 +192,7 @@ int Run(const RunFlags& f) {
   absl::StatusOr<cmdpolicy::Policy> policy = cmdpolicy::Policy::Create(spec->command_policy);
   if (!policy.ok()) return fail(kExitUsage, Annotate(policy.status(), "commandPolicy"));
   if (cmdpolicy::Decision d = policy->Check(command.argv); !d.allowed) {
-    return PrintResult(cmdpolicy::BlockedResult(command, d), f.json);
+    return PrintResult(cmdpolicy::BlockedResult(command, d, *redactor), f.json);
   }
 
   netproxy::BlockedEventLog blocked;

@@ -466,20 +466,22 @@ Decision Policy::Check(const std::vector<std::string>& argv) const {
   return Checker(*rules_).Run(argv);
 }
 
-CommandResult BlockedResult(const CommandSpec& command, const Decision& decision) {
+CommandResult BlockedResult(const CommandSpec& command, const Decision& decision,
+                            const Redactor& redactor) {
   CommandResult r;
   r.classification = Classification::kPolicyBlocked;
   r.exit_code = 126;
+  std::string refused = redactor.Redact(decision.command);
   nlohmann::json data = {{"rule", decision.rule},       {"matched", decision.matched},
-                         {"command", decision.command}, {"reason", decision.reason},
+                         {"command", refused},          {"reason", decision.reason},
                          {"instead", decision.instead}, {"notes", decision.notes}};
   r.violations.push_back({kCommandPolicyViolation,
                           fmt::format("{}: {}", decision.rule, decision.reason), std::move(data)});
   r.failure = FailureKind::kPolicyBlocked;
   r.failure_detail = decision.rule;
-  r.key_lines.push_back("refused: " + decision.command);
+  r.key_lines.push_back("refused: " + refused);
   for (const std::string& note : decision.notes) r.key_lines.push_back("note: " + note);
-  r.report = RenderReport(command, r);
+  r.report = RenderReport(command, r, &redactor);
   return r;
 }
 

@@ -35,6 +35,7 @@
 
 #include "absl/status/statusor.h"
 #include "command/command.h"
+#include "redact/redactor.h"
 #include "spec/sandbox_spec.h"
 
 namespace airlock::cmdpolicy {
@@ -88,8 +89,10 @@ class Policy {
 // exit code 126, a violation of kind kCommandPolicyViolation naming the rule (data: rule,
 // matched, command, reason, instead, notes), failure kPolicyBlocked with the rule as its
 // detail, and the report (command/report.h) telling the agent what was refused and what to do
-// instead. `decision` must be a refusal. The caller sets command_id.
-CommandResult BlockedResult(const CommandSpec& command, const Decision& decision);
+// instead. `decision` must be a refusal. The command line is quoted through `redactor` (the
+// run's secret values and detectors) wherever it appears. The caller sets command_id.
+CommandResult BlockedResult(const CommandSpec& command, const Decision& decision,
+                            const Redactor& redactor);
 
 }  // namespace airlock::cmdpolicy
 

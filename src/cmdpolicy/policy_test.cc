@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "cmdpolicy/internal/shell.h"
+#include "command/finish.h"
 #include "command/report.h"
 #include "fmt/format.h"
 #include "gmock/gmock.h"
@@ -388,7 +389,7 @@ TEST(BlockedResultTest, IsPolicyBlockedWithTheRuleAndAdvice) {
   command.argv = {"bash", "-lc", "pip install --user requests"};
   Decision d = BuiltinOnly().Check(command.argv);
   ASSERT_FALSE(d.allowed);
-  CommandResult r = BlockedResult(command, d);
+  CommandResult r = BlockedResult(command, d, *RedactorFor({}));
   EXPECT_EQ(r.classification, Classification::kPolicyBlocked);
   EXPECT_EQ(r.exit_code, 126);
   ASSERT_EQ(r.violations.size(), 1u);
@@ -409,6 +410,22 @@ TEST(BlockedResultTest, IsPolicyBlockedWithTheRuleAndAdvice) {
   absl::StatusOr<CommandResult> again = CommandResultFromJson(ToJson(r));
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->violations[0].data["rule"], "user-install/pip");
+}
+
+// A refused command line that carries a registered secret: the result quotes the command in its
+// report, key lines and violation, and the secret appears in none of them.
+TEST(BlockedResultTest, QuotesTheCommandLineRedacted) {
+  const std::string secret = "tok-9f8e7d6c5b4a";
+  CommandSpec command;
+  command.argv = {"sh", "-c",
+                  "pip install --user --index-url https://u:" + secret + "@pypi.test x"};
+  Decision d = BuiltinOnly().Check(command.argv);
+  ASSERT_FALSE(d.allowed);
+  CommandResult r = BlockedResult(command, d, *RedactorFor({secret}));
+  std::string all = ToJson(r).dump();
+  EXPECT_EQ(all.find(secret), std::string::npos) << all;
+  EXPECT_THAT(r.report, HasSubstr("[REDACTED:secret]"));
+  EXPECT_THAT(r.key_lines[0], HasSubstr("[REDACTED:secret]"));
 }
 
 }  // namespace

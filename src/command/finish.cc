@@ -25,13 +25,15 @@ absl::StatusOr<Redactor> RedactorFor(const std::vector<std::string>& secrets) {
 
 namespace {
 
-// The failure analysis and the report, from redacted text only.
-absl::Status AnalyzeInto(const CommandSpec& command, const std::string& text, CommandResult* r) {
+// The failure analysis and the report, from redacted text only (the command line and the error
+// are redacted as the report quotes them).
+absl::Status AnalyzeInto(const CommandSpec& command, const Redactor& redactor,
+                         const std::string& text, CommandResult* r) {
   FailureAnalysis analysis = AnalyzeOutput(r->classification, r->exit_code, text);
   r->failure = analysis.kind;
   r->failure_detail = std::move(analysis.detail);
   r->key_lines = std::move(analysis.key_lines);
-  r->report = RenderReport(command, *r);
+  r->report = RenderReport(command, *r, &redactor);
   return absl::OkStatus();
 }
 
@@ -51,7 +53,7 @@ absl::Status FinishOutput(const CommandSpec& command, const Redactor& redactor,
   // may not exist either (OutputCapture opens it with the first byte).
   if (capture.kept() == 0) {
     ::unlink(raw_path.c_str());
-    return AnalyzeInto(command, r->stdout_preview + "\n" + r->stderr_preview, r);
+    return AnalyzeInto(command, redactor, r->stdout_preview + "\n" + r->stderr_preview, r);
   }
   UniqueFd in(::open(raw_path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!in && !capture.status().ok()) return Annotate(capture.status(), "raw log");
@@ -74,7 +76,7 @@ absl::Status FinishOutput(const CommandSpec& command, const Redactor& redactor,
       ReadFile(log_path, static_cast<size_t>(std::max<int64_t>(capture.kept(), 0)) + 1)
           .value_or(r->stdout_preview + "\n" + r->stderr_preview);
   if (capture.truncated()) text += "\n" + r->stdout_preview + "\n" + r->stderr_preview;
-  return AnalyzeInto(command, text, r);
+  return AnalyzeInto(command, redactor, text, r);
 }
 
 }  // namespace airlock

@@ -350,7 +350,7 @@ absl::StatusOr<CommandResult> ForkedSandbox::Wait() {
   if (options_.log_dir.empty()) {
     // The kept log went with the run directory: the result names no file that is gone.
     result.raw_log.clear();
-    result.report = RenderReport(command_, result);
+    result.report = RenderReport(command_, result, &redactor);
   }
   return result;
 }

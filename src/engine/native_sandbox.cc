@@ -1172,7 +1172,7 @@ absl::StatusOr<CommandResult> RunningCommand::Wait() {
     // The refused host leads the key lines and names the failure; the report is redone with it.
     netproxy::ApplyNetworkRequired(*network_required, result);
     result.failure_detail = fmt::format("{}:{}", network_required->host, network_required->port);
-    result.report = RenderReport(st.command, result);
+    result.report = RenderReport(st.command, result, &*st.redactor);
   }
   st.timings.finish = Since(t_finish);
   sb.RecordTimings(st.timings);

@@ -19,6 +19,7 @@
 
 #include "cmdpolicy/policy.h"
 #include "command/command.h"
+#include "command/finish.h"
 #include "command/syscalls.h"
 #include "common/files.h"
 #include "common/logging.h"
@@ -399,9 +400,10 @@ class Shim::Impl {
     // The command permission policy refuses before anything runs: the result says which rule.
     if (cmdpolicy::Decision d = policy_->Check(command.argv); !d.allowed) {
       Log().Info("command refused", {{"sandbox", options_.sandbox_id.value()}, {"rule", d.rule}});
+      ASSIGN_OR_RETURN(Redactor redactor, RedactorFor(eo.secrets), "secrets");
       {
         std::lock_guard lock(rec->mu);
-        rec->result = cmdpolicy::BlockedResult(command, d);
+        rec->result = cmdpolicy::BlockedResult(command, d, redactor);
         rec->result->command_id = rec->id;
         rec->done = true;
         rec->finished = Clock::now();

@@ -495,7 +495,8 @@ TEST_P(EscapeTest, FillingTmpStopsAtItsSize) {
 
 TEST_P(EscapeTest, RegisteredSecretNeverLeavesInOutput) {
   // The command prints the secret plainly, split across writes, URL-encoded and base64-encoded;
-  // none of it may reach the previews or the kept raw log.
+  // none of it may reach the previews, the kept raw log, the report for the model (which quotes
+  // the command line, where the secret is too) or any other field of the result.
   const std::string secret = "s3cr3t-Value/With+Chars";
   char tmpl[] = "/tmp/airlock-logs-XXXXXX";
   std::string logs = mkdtemp(tmpl);
@@ -517,6 +518,17 @@ TEST_P(EscapeTest, RegisteredSecretNeverLeavesInOutput) {
     EXPECT_EQ(where.find("dXNlcjpzM2NyM3Qt"), std::string::npos) << "base64 form leaked";
   }
   EXPECT_NE(r->stdout_preview.find("[REDACTED:secret]"), std::string::npos) << r->stdout_preview;
+  // A failing command with the secret in its command line: the report for the model quotes the
+  // command and the failing lines, and no field of the result holds the secret.
+  auto failed = sandbox->Exec({.argv = {"sh", "-c", fmt::format("echo {} >&2; exit 3", secret)}},
+                              {.secrets = {secret}});
+  ASSERT_TRUE(failed.ok()) << failed.status();
+  EXPECT_EQ(failed->exit_code, 3);
+  std::string all = ToJson(*failed).dump();
+  EXPECT_EQ(all.find(secret), std::string::npos) << all;
+  EXPECT_EQ(failed->report.find(secret), std::string::npos) << failed->report;
+  EXPECT_NE(failed->report.find("$ sh -c 'echo [REDACTED:secret]"), std::string::npos)
+      << failed->report;
   DestroyAndCheckGone(std::move(sandbox));
   ASSERT_TRUE(RemoveTree(logs).ok());
 }
