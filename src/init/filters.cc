@@ -19,6 +19,17 @@ long Install(std::string_view program, unsigned flags) {
   return rc < 0 ? -errno : rc;
 }
 
+// Installs a filter with a user-notification listener. Waiting for the answer, a caller ignores
+// signals other than a kill once its call has been received (Linux 5.19; older kernels refuse
+// the flag and get the filter without it): a signal would otherwise restart the call, which the
+// listener then receives, decides and counts a second time, or end it with EINTR.
+long InstallWithListener(std::string_view program) {
+  long fd =
+      Install(program, SECCOMP_FILTER_FLAG_NEW_LISTENER | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV);
+  if (fd == -EINVAL) fd = Install(program, SECCOMP_FILTER_FLAG_NEW_LISTENER);
+  return fd;
+}
+
 }  // namespace
 
 int InstallFilters(std::string_view profile, std::string_view policy, PolicyListener listener,
@@ -34,7 +45,7 @@ int InstallFilters(std::string_view profile, std::string_view policy, PolicyList
   }
   // The policy filter with its listener first: the profile refuses SECCOMP_FILTER_FLAG_NEW_LISTENER
   // to everything it filters, us included once it is installed.
-  long fd = Install(policy, SECCOMP_FILTER_FLAG_NEW_LISTENER);
+  long fd = InstallWithListener(policy);
   if (fd < 0) return static_cast<int>(-fd);
   if (fd != listener_fd) return EBADF;
   // Blocks until the supervisor has taken the listener and answered: from here on, a call the
@@ -51,11 +62,7 @@ int InstallSelfFilters(std::string_view profile, std::string_view observer, int*
   *listener = -1;
   if (!observer.empty()) {
     // The observer with its listener first: the profile refuses new listeners once installed.
-    // Waiting for the answer, a caller ignores signals other than a kill once its call has been
-    // received (Linux 5.19), so that the observer cannot turn a call's outcome into EINTR.
-    long fd = Install(observer,
-                      SECCOMP_FILTER_FLAG_NEW_LISTENER | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV);
-    if (fd == -EINVAL) fd = Install(observer, SECCOMP_FILTER_FLAG_NEW_LISTENER);
+    long fd = InstallWithListener(observer);
     if (fd < 0) return static_cast<int>(-fd);
     *listener = static_cast<int>(fd);
   }

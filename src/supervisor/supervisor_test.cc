@@ -171,6 +171,32 @@ TEST_P(SupervisorTest, EveryCallRoutedIsCounted) {
   EXPECT_LE(r.report.counts.size(), SyscallReport::kMaxCounts);
 }
 
+// Attack: inflate the report's counts (or get a call decided twice) by interrupting routed calls
+// with signals whose handlers restart calls (SA_RESTART): a signal that arrives once the
+// supervisor holds a call must not withdraw and restart it. A Python loop of getppid calls under a
+// 50 us interval timer is counted exactly as often as it calls: 20,000 more calls than the same
+// program with an empty loop (which counts the interpreter's own).
+TEST_P(SupervisorTest, SignalsDoNotMakeACallCountTwice) {
+  auto getppid_count = [&](int calls) {
+    HostRun r = Supervised(Policy({{{"getppid"}, {}, Route()}}),
+                           fmt::format("exec python3 -c 'import os, signal\n"
+                                       "signal.signal(signal.SIGALRM, lambda *a: None)\n"
+                                       "signal.siginterrupt(signal.SIGALRM, False)\n"
+                                       "signal.setitimer(signal.ITIMER_REAL, 0.00005, 0.00005)\n"
+                                       "for _ in range({}): os.getppid()\n"
+                                       "signal.setitimer(signal.ITIMER_REAL, 0)\n"
+                                       "print(42)'",
+                                       calls));
+    EXPECT_EQ(r.output, "42\n") << r.exit_code;
+    for (const SyscallCount& c : r.report.counts) {
+      if (c.name == "getppid") return c.count;
+    }
+    return int64_t{0};
+  };
+  constexpr int kCalls = 20000;
+  EXPECT_EQ(getppid_count(kCalls), getppid_count(0) + kCalls);
+}
+
 TEST_P(SupervisorTest, AProgramCannotInstallAFilterOfItsOwn) {
   // Attack: the program installs a filter that answers "notify" for the call a kill rule names
   // (between equal actions the newest filter decides), so that the call fails with ENOSYS
