@@ -7,8 +7,10 @@
 #include <glob.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,6 +28,7 @@
 #include "forkserver/protocol.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "init/protocol.h"
 
 namespace airlock::forkserver {
 namespace {
@@ -424,6 +427,69 @@ TEST_F(ForkServerTest, BadRequestsAreRefusedClearly) {
                       R"({"template":"python","code":"1","shell":"sh"})");
   EXPECT_THAT(std::string(field.status().message()), HasSubstr("request.shell: unknown field"));
   // The server still serves after all that.
+  EXPECT_EQ(RunPython("print(1)").stdout_preview, "1\n");
+}
+
+// A connection to the server's socket, for requests no client would send.
+UniqueFd ConnectTo(const std::string& path) {
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  struct sockaddr_un addr = {};
+  addr.sun_family = AF_UNIX;
+  path.copy(addr.sun_path, sizeof(addr.sun_path) - 1);
+  if (!fd || ::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return {};
+  return fd;
+}
+
+std::string FrameHeader(uint32_t type, uint32_t length) {
+  std::string h(8, '\0');
+  for (int i = 0; i < 4; ++i) {
+    h[i] = static_cast<char>(type >> (8 * i));
+    h[4 + i] = static_cast<char>(length >> (8 * i));
+  }
+  return h;
+}
+
+// A frame that announces more than a request may hold is refused on its header alone: the
+// server neither waits for nor allocates the payload.
+TEST_F(ForkServerTest, AnOversizedRequestIsRefusedOnItsHeader) {
+  StartServer();
+  UniqueFd fd = ConnectTo(dir_ + "/fs.sock");
+  ASSERT_TRUE(fd);
+  std::string header = FrameHeader(static_cast<uint32_t>(FrameType::kRun), 16 << 20);
+  ASSERT_EQ(::send(fd.get(), header.data(), header.size(), MSG_NOSIGNAL), 8);
+  uint32_t type = 0;
+  std::string payload;
+  ASSERT_EQ(init::ReceiveFrame(fd.get(), &type, &payload), 0);
+  EXPECT_EQ(type, static_cast<uint32_t>(FrameType::kError));
+  absl::Status error = DecodeError(payload);
+  EXPECT_EQ(error.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(
+      std::string(error.message()),
+      HasSubstr(fmt::format("16777216 bytes, more than the limit of {}", kMaxRequestBytes)));
+}
+
+// Attack: hold the server's request slots by sending a request a byte at a time, each byte
+// within any per-read timeout. The whole request has a deadline (1 s here): the connection is
+// closed unanswered soon after it, while the client still trickles, and the server serves on.
+TEST_F(ForkServerTest, AClientThatTricklesItsRequestIsDroppedAtTheDeadline) {
+  ForkServerOptions options = Options();
+  options.request_timeout = std::chrono::milliseconds(1000);
+  StartServer(std::move(options));
+  UniqueFd fd = ConnectTo(dir_ + "/fs.sock");
+  ASSERT_TRUE(fd);
+  std::string header = FrameHeader(static_cast<uint32_t>(FrameType::kRun), 100);
+  ASSERT_EQ(::send(fd.get(), header.data(), header.size(), MSG_NOSIGNAL), 8);
+  auto start = std::chrono::steady_clock::now();
+  bool closed = false;
+  for (int i = 0; i < 50 && !closed; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (::send(fd.get(), "x", 1, MSG_NOSIGNAL) != 1) closed = true;
+    char c;
+    if (::recv(fd.get(), &c, 1, MSG_DONTWAIT) == 0) closed = true;
+  }
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_TRUE(closed) << "the trickling client was still connected after 5 s";
+  EXPECT_LT(took, std::chrono::seconds(4));
   EXPECT_EQ(RunPython("print(1)").stdout_preview, "1\n");
 }
 

@@ -1,6 +1,6 @@
 // The fork-server's wire protocol (docs/forkserver.md): one request and one reply per
 // connection on a unix stream socket, each a frame of airlock-init's framing (init/protocol.h:
-// u32 length, u32 type, little-endian, then the payload) whose payload is JSON.
+// u32 type, u32 length, little-endian, then the payload) whose payload is JSON.
 #ifndef AIRLOCK_FORKSERVER_PROTOCOL_H_
 #define AIRLOCK_FORKSERVER_PROTOCOL_H_
 

@@ -34,6 +34,49 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
+// Reads `size` bytes before `deadline`: 0, ETIMEDOUT, EPROTO when the client closes midway (-1
+// when it closes before the first byte), or recv's errno.
+int ReadBefore(int conn, char* data, size_t size, Clock::time_point deadline) {
+  size_t got = 0;
+  while (got < size) {
+    auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return ETIMEDOUT;
+    struct pollfd p = {conn, POLLIN, 0};
+    int ready = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, INT_MAX)));
+    if (ready < 0 && errno != EINTR) return errno;
+    if (ready <= 0) continue;
+    ssize_t n = ::recv(conn, data + got, size - got, MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      return errno;
+    }
+    if (n == 0) return got == 0 ? -1 : EPROTO;
+    got += static_cast<size_t>(n);
+  }
+  return 0;
+}
+
+// One request frame (init/protocol.h's framing: u32 type, u32 length, little-endian, then the
+// payload), all of it before `deadline`: a client that trickles its bytes cannot hold one of the
+// server's request slots for longer. A length over kMaxRequestBytes is EMSGSIZE before any of the
+// payload is read or allocated.
+int ReadRequest(int conn, Clock::time_point deadline, uint32_t* type, uint32_t* length,
+                std::string* payload) {
+  char header[8];
+  if (int err = ReadBefore(conn, header, sizeof(header), deadline); err != 0) return err;
+  uint32_t t = 0, len = 0;
+  for (int i = 0; i < 4; ++i) {
+    t |= static_cast<uint32_t>(static_cast<uint8_t>(header[i])) << (8 * i);
+    len |= static_cast<uint32_t>(static_cast<uint8_t>(header[4 + i])) << (8 * i);
+  }
+  *type = t;
+  *length = len;
+  if (len > kMaxRequestBytes) return EMSGSIZE;
+  payload->resize(len);
+  int err = ReadBefore(conn, payload->data(), len, deadline);
+  return err == -1 ? EPROTO : err;
+}
+
 int64_t Micros(Clock::duration d) {
   return std::chrono::duration_cast<std::chrono::microseconds>(d).count();
 }
@@ -372,24 +415,21 @@ absl::Status ForkServer::EnsureZygote() {
 }
 
 void ForkServer::ServeConnection(int conn) {
-  // A client that connects and sends nothing cannot hold the server up for long.
+  // The reply's send gets a deadline of its own.
   struct timeval tv = {10, 0};
-  ::setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   ::setsockopt(conn, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-  uint32_t type = 0;
+  uint32_t type = 0, length = 0;
   std::string payload;
-  int err = init::ReceiveFrame(conn, &type, &payload);
+  int err = ReadRequest(conn, Clock::now() + options_.request_timeout, &type, &length, &payload);
   absl::StatusOr<std::string> reply;
   std::unique_ptr<engine::ForkedSandbox> used;
   if (err == EMSGSIZE) {
-    reply = InvalidArgument(fmt::format("request: frame larger than {} bytes", init::kMaxPayload));
+    reply = InvalidArgument(
+        fmt::format("request: {} bytes, more than the limit of {}", length, kMaxRequestBytes));
   } else if (err != 0) {
-    return;  // the client went away or sent a broken frame: nobody to answer
+    return;  // the client went away, was too slow or sent a broken frame: nobody to answer
   } else if (type != static_cast<uint32_t>(FrameType::kRun)) {
     reply = InvalidArgument(fmt::format("request: frame type {} is not run (1)", type));
-  } else if (payload.size() > kMaxRequestBytes) {
-    reply = InvalidArgument(fmt::format("request: {} bytes, more than the limit of {}",
-                                        payload.size(), kMaxRequestBytes));
   } else {
     reply = Run(payload, &used);
   }

@@ -58,6 +58,8 @@ struct ForkServerOptions {
   std::chrono::milliseconds zygote_start_timeout{60000};
   // Requests served at once (each in its own worker); more connections wait in the backlog.
   int max_concurrent = 4;
+  // How long a connection may take to send its whole request; a slower one is dropped unanswered.
+  std::chrono::milliseconds request_timeout{10000};
 };
 
 class ForkServer {
