@@ -64,6 +64,23 @@ absl::Status ForkedSandbox::CheckSpec(const spec::SandboxSpec& spec) {
         "process.supervisor: fork-server workers run without a syscall supervisor; use none (the "
         "syscall rules still apply as a seccomp filter)");
   }
+  // Every worker gets the same spec: a host directory bound read-write would be one place that
+  // all of them, one after the other and side by side, write to and read from.
+  if (!spec.filesystem.workspace.empty()) {
+    return FailedPrecondition(fmt::format(
+        "filesystem.workspace {}: fork-server workers share no writable state, so none gets a "
+        "host directory; each has its own tmpfs workspace (leave workspace empty)",
+        spec.filesystem.workspace));
+  }
+  for (size_t i = 0; i < spec.filesystem.mounts.size(); ++i) {
+    const spec::Mount& m = spec.filesystem.mounts[i];
+    if (m.mode != spec::MountMode::kReadOnly) {
+      return FailedPrecondition(fmt::format(
+          "filesystem.mounts[{}] ({}): fork-server workers share no writable state, so a host "
+          "directory is bound read-only only",
+          i, m.source));
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -521,6 +521,33 @@ TEST_F(ForkServerTest, NetworkProfilesOtherThanNoneAreRefused) {
   EXPECT_THAT(std::string(s.status().message()), HasSubstr("no egress path"));
 }
 
+// A host directory bound read-write would be state every worker shares: refused when the server
+// starts, for the workspace and for any read-write mount; a read-only mount is served.
+TEST_F(ForkServerTest, WritableHostDirectoriesAreRefused) {
+  spec::SandboxSpec workspace = TestSpec();
+  workspace.filesystem.workspace = dir_;
+  auto s = ForkServer::Start(Options(workspace));
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("filesystem.workspace"));
+
+  spec::SandboxSpec rw = TestSpec();
+  rw.filesystem.mounts = {{dir_, "/data", spec::MountMode::kReadWrite}};
+  s = ForkServer::Start(Options(rw));
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("filesystem.mounts[0]"));
+
+  const std::string data = dir_ + "/data";
+  ASSERT_EQ(::mkdir(data.c_str(), 0755), 0);
+  ASSERT_TRUE(WriteFileAtomic(data + "/note", "read-only").ok());
+  ASSERT_EQ(::chmod((data + "/note").c_str(), 0644), 0);
+  spec::SandboxSpec ro = TestSpec();
+  ro.filesystem.mounts = {{data, "/data", spec::MountMode::kReadOnly}};
+  StartServer(Options(ro));
+  CommandResult r = RunPython("print(open('/data/note').read())");
+  EXPECT_EQ(r.stdout_preview, "read-only\n") << r.stderr_preview << r.error;
+}
+
 // The race a zygote with helper threads (node's) runs on every fork: a helper found parked wakes
 // and takes a lock before the clone copies the memory. Attack surface: none from a worker; this is
 // the zygote's own timing. Outcome: every worker that runs finds the lock free, because a worker
