@@ -1,11 +1,20 @@
 // `airlock run`: one command in a fresh sandbox, no daemon (like nsjail or bwrap).
 #include <grp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
+#include <mutex>
+#include <thread>
 
 #include "cli/commands.h"
 #include "cli/spec_flags.h"
@@ -15,6 +24,7 @@
 #include "common/files.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "common/unique_fd.h"
 #include "common/units.h"
 #include "engine/cgroup.h"
 #include "engine/native_sandbox.h"
@@ -114,6 +124,63 @@ struct RunFlags {
   std::vector<std::string> argv;
 };
 
+// Ctrl-C, SIGTERM and SIGHUP kill the running command's whole tree; the run then ends as any other
+// does, and the sandbox is destroyed (cgroups, mounts, run directory). Left to their default
+// action they would end this process and leave all of that behind. Made before this process
+// starts any thread, so that every thread keeps the three blocked and only the watcher takes
+// them (airlock-init clears the mask for what runs in the sandbox).
+class InterruptWatch {
+ public:
+  InterruptWatch() {
+    sigset_t mask;
+    sigemptyset(&mask);
+    for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&mask, s);
+    ::pthread_sigmask(SIG_BLOCK, &mask, nullptr);
+    signals_.Reset(::signalfd(-1, &mask, SFD_CLOEXEC));
+    stop_.Reset(::eventfd(0, EFD_CLOEXEC));
+    if (signals_ && stop_) thread_ = std::thread([this] { Loop(); });
+  }
+  ~InterruptWatch() {
+    uint64_t one = 1;
+    if (thread_.joinable()) {
+      (void)!::write(stop_.get(), &one, sizeof(one));
+      thread_.join();
+    }
+  }
+  InterruptWatch(const InterruptWatch&) = delete;
+  InterruptWatch& operator=(const InterruptWatch&) = delete;
+
+  // The first signal taken, or 0.
+  int signal() const { return signal_.load(); }
+  // The command a signal kills from now on (nullptr: none); killed at once if one came already.
+  void Watch(engine::RunningCommand* command) {
+    std::lock_guard lock(mu_);
+    command_ = command;
+    if (command_ != nullptr && signal_.load() != 0) command_->Kill();
+  }
+
+ private:
+  void Loop() {
+    for (;;) {
+      struct pollfd p[2] = {{signals_.get(), POLLIN, 0}, {stop_.get(), POLLIN, 0}};
+      if (::poll(p, 2, -1) < 0) continue;
+      if (p[1].revents & POLLIN) return;
+      struct signalfd_siginfo info;
+      if (::read(signals_.get(), &info, sizeof(info)) != sizeof(info)) continue;
+      int expected = 0;
+      signal_.compare_exchange_strong(expected, static_cast<int>(info.ssi_signo));
+      std::lock_guard lock(mu_);
+      if (command_ != nullptr) command_->Kill();
+    }
+  }
+
+  UniqueFd signals_, stop_;
+  std::atomic<int> signal_{0};
+  std::mutex mu_;
+  engine::RunningCommand* command_ = nullptr;
+  std::thread thread_;
+};
+
 std::string DefaultLogDir() {
   if (const char* dir = std::getenv("AIRLOCK_STATE_DIR"); dir != nullptr && *dir) {
     return fmt::format("{}/logs", dir);
@@ -147,6 +214,7 @@ absl::StatusOr<std::vector<std::string>> LoadSecrets(const RunFlags& f) {
 }
 
 int Run(const RunFlags& f) {
+  InterruptWatch interrupts;
   auto fail = [&](int code, const absl::Status& s) {
     if (f.json) {
       nlohmann::json j = {{"classification", "SANDBOX_ERROR"}, {"error", std::string(Message(s))}};
@@ -223,12 +291,37 @@ int Run(const RunFlags& f) {
   }
   engine::ExecOptions exec_options;
   exec_options.secrets = *std::move(secrets);
-  absl::StatusOr<CommandResult> result = (*sandbox)->Exec(command, exec_options);
+  absl::StatusOr<CommandResult> result = absl::CancelledError("interrupted before the command ran");
+  if (interrupts.signal() == 0) {
+    absl::StatusOr<std::unique_ptr<engine::RunningCommand>> running =
+        (*sandbox)->Start(command, exec_options);
+    if (running.ok()) {
+      interrupts.Watch(running->get());
+      result = (*running)->Wait();
+      interrupts.Watch(nullptr);
+    } else {
+      result = running.status();
+    }
+  }
   absl::Status destroyed = (*sandbox)->Destroy();
-  if (!result.ok()) return fail(kExitSandboxError, result.status());
   if (!destroyed.ok()) {
     std::fprintf(stderr, "airlock: warning: %s\n", std::string(Message(destroyed)).c_str());
   }
+  if (int sig = interrupts.signal(); sig != 0) {
+    // The result of what ran, if anything did, then the shell's code for a death by that signal.
+    std::string why = fmt::format(
+        "interrupted by SIG{}: the command was killed and its sandbox "
+        "removed",
+        sigabbrev_np(sig));
+    if (result.ok()) {
+      result->error = why;
+      PrintResult(*result, f.json);
+    } else {
+      fail(0, absl::CancelledError(why));
+    }
+    return 128 + sig;
+  }
+  if (!result.ok()) return fail(kExitSandboxError, result.status());
   return PrintResult(*result, f.json);
 }
 

@@ -320,6 +320,61 @@ TEST_F(CliTest, KillingTheSupervisorKillsTheSandbox) {
   }
 }
 
+// Ctrl-C (or SIGTERM, SIGHUP from a closed terminal) on `airlock run` while the command runs,
+// with a background process of its own: the whole tree is killed, the sandbox's cgroups and run
+// directory are removed as after any run, and airlock exits 128 + the signal with the result
+// saying what happened.
+TEST_F(CliTest, InterruptingAirlockRunKillsTheCommandAndRemovesTheSandbox) {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    SCOPED_TRACE(sig);
+    std::string base = fmt::format("airlock-cli-interrupt-{}", getpid());
+    std::string marker = fmt::format("4343.{}", getpid());
+    char out_path[] = "/tmp/airlock-cli-out-XXXXXX";
+    close(mkstemp(out_path));
+    pid_t airlock = fork();
+    if (airlock == 0) {
+      setenv("AIRLOCK_CGROUP_BASE", base.c_str(), 1);
+      int out = open(out_path, O_WRONLY);
+      int null = open("/dev/null", O_RDWR);
+      dup2(out, 1);
+      dup2(null, 2);
+      std::string script = fmt::format("sleep {} & sleep {}; wait", marker, marker);
+      execl(AIRLOCK_BIN, "airlock", "run", "--json", "--log-dir", logs_.c_str(), "--", "sh", "-c",
+            script.c_str(), nullptr);
+      _exit(127);
+    }
+    ASSERT_GT(WaitFor([&] {
+                return ProcessWithCmdline({"sleep", marker});
+              }),
+              0)
+        << "the sandboxed command never started";
+    ASSERT_EQ(kill(airlock, sig), 0);
+    int status = 0;
+    ASSERT_EQ(waitpid(airlock, &status, 0), airlock);
+    ASSERT_TRUE(WIFEXITED(status)) << "airlock died of the signal instead of handling it";
+    EXPECT_EQ(WEXITSTATUS(status), 128 + sig);
+    EXPECT_EQ(ProcessWithCmdline({"sleep", marker}), 0) << "a process of the command survived";
+    nlohmann::json result =
+        nlohmann::json::parse(ReadFile(out_path).value_or("{}"), nullptr, false);
+    unlink(out_path);
+    ASSERT_TRUE(result.is_object());
+    EXPECT_EQ(result.value("signal", 0), SIGKILL);
+    EXPECT_EQ(result.value("error", ""),
+              fmt::format("interrupted by SIG{}: the command was killed and its sandbox removed",
+                          sigabbrev_np(sig)));
+    // Nothing left: no cgroup under the base in any hierarchy (Destroy removes the run directory,
+    // named by the same id, in the same step).
+    for (const std::string& controller : Entries("/sys/fs/cgroup")) {
+      for (const std::string& id : Entries(fmt::format("/sys/fs/cgroup/{}/{}", controller, base))) {
+        if (id.rfind("sb-", 0) != 0) continue;
+        ADD_FAILURE() << "cgroup left behind: " << controller << "/" << base << "/" << id;
+        (void)RemoveTree("/run/airlock/" + id);
+      }
+    }
+    RemoveCgroups(base);
+  }
+}
+
 // Case 50: a mode the host cannot provide is an error, never a run without it. Here an outer
 // seccomp filter (as a container runtime's would) takes ptrace, or pidfd_getfd, away.
 TEST_F(CliTest, UnavailableSupervisorModeIsAnError) {
