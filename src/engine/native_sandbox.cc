@@ -486,19 +486,8 @@ netproxy::BlockedNetworkEgress NativeSandbox::DirectAttemptEvent(
 }
 
 void NativeSandbox::RecordDirectAttempt(const supervisor::DirectAttempt& attempt) {
-  // A loop of attempts must not push the proxy's refusals out of the sandbox's bounded log: the
-  // same attempt is recorded once a second at most, and a command's first 256 at most.
-  constexpr auto kRepeatInterval = std::chrono::seconds(1);
-  constexpr int kMaxPerCommand = 256;
-  constexpr size_t kMaxRemembered = 4096;
-  netproxy::BlockedNetworkEgress e = DirectAttemptEvent(attempt);
-  if (direct_recent_.size() >= kMaxRemembered) direct_recent_.clear();
-  auto [it, added] = direct_recent_.try_emplace(
-      fmt::format("{} {} {} {}", e.client, e.method, e.resolved_address, e.port), e.time);
-  if (!added && e.time - it->second < kRepeatInterval) return;
-  it->second = e.time;
-  if (++direct_per_command_[e.client] > kMaxPerCommand) return;
-  options_.egress.blocked->Record(e);
+  // The log's flood limits apply (a loop of attempts pushes no other refusal out).
+  options_.egress.blocked->Record(DirectAttemptEvent(attempt));
 }
 
 void NativeSandbox::StartProxyClientRun(const std::string& name) {
@@ -1157,9 +1146,13 @@ absl::StatusOr<CommandResult> RunningCommand::Wait() {
       std::lock_guard lock(sb.proxy_clients_mu_);
       blocked = OwnBlockedEvents(std::move(blocked), st.proxy_client, sb.proxy_client_runs_);
     }
+    // The command's client name is new with it, so what the log left out under that name is
+    // the command's alone.
     constexpr size_t kMaxNetworkViolations = 64;
-    for (size_t i = 0; i < blocked.size() && i < kMaxNetworkViolations; ++i) {
-      result.violations.push_back(netproxy::ToViolation(blocked[i]));
+    for (Violation& v : netproxy::BlockedViolations(
+             blocked, sb.options_.egress.blocked->Suppressed(sb.id_, st.proxy_client),
+             kMaxNetworkViolations)) {
+      result.violations.push_back(std::move(v));
     }
     network_required = netproxy::DetectNetworkRequired(result.classification, blocked);
     if (network_required) result.classification = Classification::kNetworkRequired;

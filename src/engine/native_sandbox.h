@@ -361,10 +361,6 @@ class NativeSandbox {
   // The BlockedNetworkEgress of an attempt (its client is the cmd-N of its cgroup, if any).
   netproxy::BlockedNetworkEgress DirectAttemptEvent(const supervisor::DirectAttempt& attempt) const;
   void RecordDirectAttempt(const supervisor::DirectAttempt& attempt);
-  // RecordDirectAttempt's memory (the observer's thread alone uses it): when each attempt was
-  // last recorded, and how many each command (cmd-N, or "" for none) has had recorded.
-  std::map<std::string, std::chrono::system_clock::time_point> direct_recent_;
-  std::map<std::string, int> direct_per_command_;
   std::mutex egress_mu_;  // one network policy change at a time
   // When each command (by its proxy name, cmd-N) ran: a blocked event naming a command that ran
   // at the event's time is that command's; one naming nobody, or a command that was not running

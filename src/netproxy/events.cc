@@ -1,10 +1,16 @@
 #include "netproxy/events.h"
 
+#include <algorithm>
 #include <ctime>
+#include <set>
 
 #include "fmt/format.h"
 
 namespace airlock::netproxy {
+
+bool IsMetadataRefusal(const BlockedNetworkEgress& e) {
+  return e.rule.starts_with("always-denied:") && e.rule.ends_with("(metadata)");
+}
 
 bool IsRequestRefusal(std::string_view rule) {
   return rule == kRuleInvalidHost || rule.starts_with(kRuleUnsupportedScheme) ||
@@ -74,11 +80,75 @@ nlohmann::json ToJson(const EgressEvent& event) {
   return std::visit(Visitor{}, event);
 }
 
+bool BlockedEventLog::Budget::Take(std::chrono::system_clock::time_point now) {
+  if (last != std::chrono::system_clock::time_point{} && now > last) {
+    double seconds = std::chrono::duration<double>(now - last).count();
+    tokens = std::min(kBurstPerClient, tokens + seconds * kRefillPerSecond);
+  }
+  if (now > last) last = now;
+  if (tokens < 1) return false;
+  tokens -= 1;
+  return true;
+}
+
+std::vector<Violation> BlockedViolations(const std::vector<BlockedNetworkEgress>& blocked,
+                                         uint64_t suppressed, size_t max) {
+  auto rank = [](const BlockedNetworkEgress* e) {
+    if (IsMetadataRefusal(*e)) return 0;
+    bool by_address = e->rule.starts_with("always-denied:") || e->rule.starts_with("deny-cidr:") ||
+                      e->rule.starts_with("operator-deny-cidr:");
+    return by_address ? 1 : 2;
+  };
+  std::vector<const BlockedNetworkEgress*> distinct;
+  std::set<std::string> seen;
+  for (const BlockedNetworkEgress& e : blocked) {
+    std::string key =
+        fmt::format("{}\n{}\n{}\n{}\n{}", e.rule, e.method, e.host, e.resolved_address, e.port);
+    if (seen.insert(std::move(key)).second) distinct.push_back(&e);
+  }
+  std::stable_sort(distinct.begin(), distinct.end(),
+                   [&](const BlockedNetworkEgress* a, const BlockedNetworkEgress* b) {
+                     return rank(a) < rank(b);
+                   });
+  std::vector<Violation> out;
+  for (size_t i = 0; i < distinct.size() && i < max; ++i) out.push_back(ToViolation(*distinct[i]));
+  uint64_t omitted = suppressed + (blocked.size() - std::min(blocked.size(), out.size()));
+  if (omitted > 0) {
+    out.push_back(Violation{
+        "BlockedNetworkEgressOmitted",
+        fmt::format("{} more blocked attempts not listed (repeats, or past the limits)", omitted),
+        {{"omitted", omitted}}});
+  }
+  return out;
+}
+
 void BlockedEventLog::Record(const EgressEvent& event) {
+  constexpr auto kRepeatInterval = std::chrono::seconds(1);
+  constexpr size_t kMaxRemembered = 4096;  // keys and clients a sandbox remembers, then forgets
   const auto* blocked = std::get_if<BlockedNetworkEgress>(&event);
   if (blocked == nullptr) return;
   std::lock_guard lock(mu_);
   PerSandbox& s = sandboxes_[blocked->sandbox];
+  if (s.clients.size() >= kMaxRemembered) s.clients.clear();
+  PerClient& client = s.clients[blocked->client];
+  if (s.recent.size() >= kMaxRemembered) s.recent.clear();
+  std::string key =
+      fmt::format("{}\n{}\n{}\n{}\n{}\n{}", blocked->client, blocked->rule, blocked->method,
+                  blocked->host, blocked->resolved_address, blocked->port);
+  auto [recent, added] = s.recent.try_emplace(std::move(key), blocked->time);
+  if (!added) {
+    auto since = blocked->time - recent->second;
+    if (since < kRepeatInterval && since > -kRepeatInterval) {
+      ++client.suppressed;
+      return;
+    }
+    recent->second = blocked->time;
+  }
+  Budget& budget = IsMetadataRefusal(*blocked) ? client.metadata : client.general;
+  if (!budget.Take(blocked->time)) {
+    ++client.suppressed;
+    return;
+  }
   s.events.push_back(*blocked);
   ++s.next_seq;
   if (s.events.size() > max_) {
@@ -113,6 +183,14 @@ uint64_t BlockedEventLog::Dropped(const SandboxId& sandbox) const {
   std::lock_guard lock(mu_);
   auto it = sandboxes_.find(sandbox);
   return it == sandboxes_.end() ? 0 : it->second.dropped;
+}
+
+uint64_t BlockedEventLog::Suppressed(const SandboxId& sandbox, const std::string& client) const {
+  std::lock_guard lock(mu_);
+  auto it = sandboxes_.find(sandbox);
+  if (it == sandboxes_.end()) return 0;
+  auto c = it->second.clients.find(client);
+  return c == it->second.clients.end() ? 0 : c->second.suppressed;
 }
 
 void BlockedEventLog::Forget(const SandboxId& sandbox) {

@@ -63,6 +63,9 @@ struct BlockedNetworkEgress {
   std::string client;
 };
 
+// A refusal of a cloud metadata address (an always-denied range marked metadata).
+bool IsMetadataRefusal(const BlockedNetworkEgress& e);
+
 // A proxied connection (one CONNECT tunnel, or the plain-HTTP requests of one client connection
 // to one upstream) that has ended.
 struct ConnectionClosed {
@@ -96,6 +99,14 @@ using EventCallback = std::function<void(const EgressEvent&)>;
 // sandbox, host, resolved_address, port, rule, method, time (RFC 3339).
 Violation ToViolation(const BlockedNetworkEgress& event);
 
+// A command's refusals as its result's violations: one per distinct attempt (rule, method, host,
+// address, port) in the order they came, except that metadata refusals come first and then the
+// other refusals by address (the always-denied ranges, the deny CIDRs), at most `max` in all. When
+// attempts were left out, here or by the log (`suppressed`, BlockedEventLog::Suppressed), a last
+// violation of kind "BlockedNetworkEgressOmitted" says how many (data: omitted).
+std::vector<Violation> BlockedViolations(const std::vector<BlockedNetworkEgress>& blocked,
+                                         uint64_t suppressed, size_t max);
+
 // {"type": "BlockedNetworkEgress" | "ConnectionClosed" | "PolicyChanged", ...fields}.
 nlohmann::json ToJson(const EgressEvent& event);
 
@@ -103,8 +114,18 @@ nlohmann::json ToJson(const EgressEvent& event);
 // oldest are dropped and counted). Thread-safe. Typical use:
 //   BlockedEventLog log;  options.on_event = log.Callback();
 //   uint64_t mark = log.Mark(id);  ...run the command...  auto blocked = log.Since(id, mark);
+//
+// A loop of refused attempts must not push other refusals (another command's, or the same
+// command's metadata attempt) out of the bounded log: an event equal to one its sandbox recorded
+// less than a second before (same client, rule, method, host, address and port) is not recorded
+// again, and each client name of a sandbox records kBurstPerClient events at most, then
+// kRefillPerSecond a second; its metadata refusals have a budget of their own, so that no flood
+// of other refusals hides one. What these limits leave out is counted per client (Suppressed).
 class BlockedEventLog {
  public:
+  static constexpr double kBurstPerClient = 256;
+  static constexpr double kRefillPerSecond = 4;
+
   explicit BlockedEventLog(size_t max_per_sandbox = 1000) : max_(max_per_sandbox) {}
 
   void Record(const EgressEvent& event);
@@ -115,13 +136,26 @@ class BlockedEventLog {
   uint64_t Mark(const SandboxId& sandbox) const;
   std::vector<BlockedNetworkEgress> Since(const SandboxId& sandbox, uint64_t mark) const;
   uint64_t Dropped(const SandboxId& sandbox) const;
+  // How many of the client's events the flood limits left out so far.
+  uint64_t Suppressed(const SandboxId& sandbox, const std::string& client) const;
   void Forget(const SandboxId& sandbox);
 
  private:
+  struct Budget {
+    double tokens = kBurstPerClient;
+    std::chrono::system_clock::time_point last;
+    bool Take(std::chrono::system_clock::time_point now);  // false: none left
+  };
+  struct PerClient {
+    Budget general, metadata;
+    uint64_t suppressed = 0;
+  };
   struct PerSandbox {
     std::deque<BlockedNetworkEgress> events;
     uint64_t next_seq = 0;  // sequence number of the next event
     uint64_t dropped = 0;
+    std::map<std::string, std::chrono::system_clock::time_point> recent;  // event key -> recorded
+    std::map<std::string, PerClient> clients;
   };
   const size_t max_;
   mutable std::mutex mu_;

@@ -10,8 +10,7 @@ namespace {
 // The metadata ranges, and what the node's operator closed on purpose (the node's own
 // addresses): no sandbox's policy opens them, so they are not a network the command "needs".
 bool NeverOpenable(const BlockedNetworkEgress& e) {
-  return (e.rule.starts_with("always-denied:") && e.rule.ends_with("(metadata)")) ||
-         e.rule.starts_with("operator-deny-cidr:");
+  return IsMetadataRefusal(e) || e.rule.starts_with("operator-deny-cidr:");
 }
 
 }  // namespace

@@ -104,5 +104,66 @@ TEST(EventsTest, BlockedEventLogKeepsPerSandboxStreamsBounded) {
   EXPECT_EQ(log.Since(b, 0).size(), 1u);
 }
 
+// Attack: hide a refusal (the metadata attempt, or another command's) by flooding the sandbox's
+// bounded log with refusals. Repeats within a second are recorded once; a client records 256 and
+// then 4 a second; its metadata refusals have their own budget; what is left out is counted.
+TEST(EventsTest, BlockedEventLogLimitsFloodsPerClient) {
+  BlockedEventLog log;
+  const SandboxId sb("sb-1");
+  const auto t0 = std::chrono::system_clock::time_point(std::chrono::hours(1000));
+  auto event = [&](std::string host, std::string client, double seconds,
+                   std::string rule = "not-allowlisted") {
+    BlockedNetworkEgress e = Blocked(std::move(host), 443, std::move(rule));
+    e.client = std::move(client);
+    e.time = t0 + std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+    return e;
+  };
+  // 1,000 repeats of one attempt at once: one event.
+  for (int i = 0; i < 1000; ++i) log.Record(event("same.test", "cmd-1", 0));
+  EXPECT_EQ(log.Since(sb, 0).size(), 1u);
+  EXPECT_EQ(log.Suppressed(sb, "cmd-1"), 999u);
+  // 300 distinct hosts at once: the first 255 more (256 in all), the rest suppressed.
+  for (int i = 0; i < 300; ++i) log.Record(event(fmt::format("h{}.test", i), "cmd-1", 0));
+  EXPECT_EQ(log.Since(sb, 0).size(), 256u);
+  EXPECT_EQ(log.Suppressed(sb, "cmd-1"), 999u + 45u);
+  // The metadata refusal after the flood is kept, and so is another command's refusal.
+  log.Record(event("169.254.169.254", "cmd-1", 0.1, "always-denied:169.254.0.0/16 (metadata)"));
+  log.Record(event("other.test", "cmd-2", 0.1));
+  std::vector<BlockedNetworkEgress> got = log.Since(sb, 0);
+  ASSERT_EQ(got.size(), 258u);
+  EXPECT_EQ(got[256].host, "169.254.169.254");
+  EXPECT_EQ(got[257].client, "cmd-2");
+  EXPECT_EQ(log.Suppressed(sb, "cmd-2"), 0u);
+  // Ten seconds later the client has 40 more; the same attempt again after a second is new.
+  for (int i = 0; i < 100; ++i) log.Record(event(fmt::format("late{}.test", i), "cmd-1", 10));
+  EXPECT_EQ(log.Since(sb, 0).size(), 298u);
+  log.Record(event("same.test", "cmd-2", 11.0));
+  log.Record(event("same.test", "cmd-2", 12.5));
+  EXPECT_EQ(log.Since(sb, 0).size(), 300u);
+}
+
+// A command's violations: each distinct attempt once, metadata first, then the other refusals by
+// address, then the rest in order; at most `max`, and a last one counting what is not listed.
+TEST(EventsTest, BlockedViolationsListMetadataFirstAndCountTheRest) {
+  std::vector<BlockedNetworkEgress> blocked;
+  for (int i = 0; i < 70; ++i) blocked.push_back(Blocked(fmt::format("h{}.test", i), 443, "x"));
+  blocked.push_back(blocked[0]);  // a repeat
+  blocked.push_back(Blocked("10.0.0.1", 80, "always-denied:10.0.0.0/8 (private)", "10.0.0.1"));
+  blocked.push_back(
+      Blocked("169.254.169.254", 80, "always-denied:169.254.0.0/16 (metadata)", "169.254.169.254"));
+  std::vector<Violation> v = BlockedViolations(blocked, 5, 64);
+  ASSERT_EQ(v.size(), 65u);
+  EXPECT_EQ(v[0].data["host"], "169.254.169.254");
+  EXPECT_EQ(v[1].data["host"], "10.0.0.1");
+  EXPECT_EQ(v[2].data["host"], "h0.test");
+  EXPECT_EQ(v[63].data["host"], "h61.test");
+  EXPECT_EQ(v[64].kind, "BlockedNetworkEgressOmitted");
+  // 73 events, 64 listed, 5 more suppressed by the log.
+  EXPECT_EQ(v[64].data["omitted"], 14);
+  // Nothing left out: no count.
+  std::vector<BlockedNetworkEgress> few(blocked.begin(), blocked.begin() + 3);
+  EXPECT_EQ(BlockedViolations(few, 0, 64).size(), 3u);
+}
+
 }  // namespace
 }  // namespace airlock::netproxy

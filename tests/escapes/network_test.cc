@@ -525,8 +525,43 @@ TEST_F(NetworkTest, AFloodOfDirectAttemptsHidesNoRefusal) {
                                "\"; exit 1"});
   EXPECT_EQ(r.classification, Classification::kNetworkRequired) << r.stderr_preview;
   EXPECT_EQ(r.failure_detail, "other.test:80");
-  EXPECT_EQ(r.violations.size(), 64u) << "the result lists 64 at most";
+  ASSERT_EQ(r.violations.size(), 65u) << "the result lists 64 at most, then a count";
   EXPECT_EQ(r.violations[0].data["host"], "other.test");
+  EXPECT_EQ(r.violations[64].kind, "BlockedNetworkEgressOmitted");
+  EXPECT_GT(r.violations[64].data["omitted"].get<int64_t>(), 9000);
+  DestroyAndCheckGone(std::move(sb));
+}
+
+// Attack: hide an attempt on the cloud metadata address behind a flood of refusals through the
+// proxy (600 CONNECTs to distinct private addresses, each refused, then 70 repeats of one), made
+// by the same command, which names itself to the proxy as any tool does. Expected: the metadata
+// refusal is recorded and listed first, the flood is cut to the command's budget, and the result
+// says how many attempts it does not list.
+TEST_F(NetworkTest, AFloodOfRefusalsDoesNotHideAMetadataAttempt) {
+  auto sb = Make(Spec(spec::NetworkProfile::kOpen));
+  ASSERT_NE(sb, nullptr);
+  CommandResult r = Exec(
+      *sb, {"sh", "-c",
+            "python3 -c \"\n"
+            "import base64, os, socket, urllib.parse\n"
+            "proxy = urllib.parse.urlsplit(os.environ['HTTPS_PROXY'])\n"
+            "auth = base64.b64encode((proxy.username + ':').encode()).decode()\n"
+            "def connect(host):\n"
+            "    s = socket.create_connection((proxy.hostname, proxy.port))\n"
+            "    s.sendall(('CONNECT %s:443 HTTP/1.1\\r\\nHost: x\\r\\n'\n"
+            "               'Proxy-Authorization: Basic %s\\r\\n\\r\\n' % (host, auth)).encode())\n"
+            "    s.recv(4096)\n"
+            "    s.close()\n"
+            "for i in range(600): connect('10.0.%d.%d' % (i // 250, i % 250 + 1))\n"
+            "for i in range(70): connect('10.9.9.9')\n"
+            "\"; curl -sS --max-time 20 http://169.254.169.254/latest/meta-data/; exit 1"});
+  EXPECT_EQ(r.exit_code, 1) << r.stderr_preview;
+  ASSERT_EQ(r.violations.size(), 65u) << r.stderr_preview;
+  EXPECT_EQ(r.violations[0].data["rule"], "always-denied:169.254.0.0/16 (metadata)");
+  EXPECT_EQ(r.violations[1].data["host"], "10.0.0.1");
+  EXPECT_EQ(r.violations[64].kind, "BlockedNetworkEgressOmitted");
+  // 671 refusals, 64 listed.
+  EXPECT_EQ(r.violations[64].data["omitted"], 671 - 64);
   DestroyAndCheckGone(std::move(sb));
 }
 
