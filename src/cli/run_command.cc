@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -215,16 +216,42 @@ absl::StatusOr<std::vector<std::string>> LoadSecrets(const RunFlags& f) {
 
 int Run(const RunFlags& f) {
   InterruptWatch interrupts;
+  // One line on stderr (a spec's several problems joined by "; "). With --json a sandbox error
+  // (125) is also a CommandResult on stdout, every field present; a usage error (2) prints none:
+  // nothing ran, as when the flag parser itself refuses a flag.
   auto fail = [&](int code, const absl::Status& s) {
-    if (f.json) {
-      nlohmann::json j = {{"classification", "SANDBOX_ERROR"}, {"error", std::string(Message(s))}};
-      std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    std::string line;
+    for (char c : Message(s)) line += c == '\n' ? std::string("; ") : std::string(1, c);
+    if (f.json && code == kExitSandboxError) {
+      CommandResult r;
+      r.classification = Classification::kSandboxError;
+      r.exit_code = kExitSandboxError;
+      r.error = line;
+      std::printf("%s\n",
+                  ToJson(r).dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     }
-    std::fprintf(stderr, "airlock: %s\n", std::string(Message(s)).c_str());
+    std::fprintf(stderr, "airlock: %s\n", line.c_str());
     return code;
   };
   absl::StatusOr<spec::SandboxSpec> spec = LoadSpecWithFlags(f.spec);
   if (!spec.ok()) return fail(kExitUsage, spec.status());
+  // A host path the caller named that does not exist is the caller's mistake (exit 2), not a
+  // sandbox that could not be made; the engine checks what it is when it binds it.
+  std::vector<std::pair<std::string, std::string>> host_paths;
+  if (!spec->rootfs.empty()) host_paths.emplace_back("rootfs", spec->rootfs);
+  if (!spec->filesystem.workspace.empty()) {
+    host_paths.emplace_back("filesystem.workspace", spec->filesystem.workspace);
+  }
+  for (size_t i = 0; i < spec->filesystem.mounts.size(); ++i) {
+    host_paths.emplace_back(fmt::format("filesystem.mounts[{}].source", i),
+                            spec->filesystem.mounts[i].source);
+  }
+  for (const auto& [field, path] : host_paths) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) {
+      return fail(kExitUsage, ErrnoStatus(errno, fmt::format("{} {}", field, path)));
+    }
+  }
   CommandSpec command;
   command.argv = f.argv;
   if (!f.timeout.empty()) {
@@ -232,6 +259,11 @@ int Run(const RunFlags& f) {
     if (!t.ok() || t->count() <= 0) {
       return fail(kExitUsage, InvalidArgument(fmt::format(
                                   "--timeout {}: expected a positive duration", f.timeout)));
+    }
+    if (*t > std::chrono::seconds(spec::kMaxCommandTimeoutSeconds)) {
+      return fail(kExitUsage,
+                  InvalidArgument(fmt::format("--timeout {}: more than the limit of {} s (7 days)",
+                                              f.timeout, spec::kMaxCommandTimeoutSeconds)));
     }
     command.timeout = *t;
   }

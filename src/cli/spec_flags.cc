@@ -1,5 +1,6 @@
 #include "cli/spec_flags.h"
 
+#include <cctype>
 #include <charconv>
 
 #include "common/status.h"
@@ -116,6 +117,11 @@ absl::StatusOr<nlohmann::json> SpecDocument(const SpecFlags& f) {
   if (!f.risk.empty()) doc["riskClass"] = f.risk;
   if (!f.memory.empty()) {
     ASSIGN_OR_RETURN(int64_t bytes, ParseBytes(f.memory), "--memory");
+    // "512" would be 512 bytes, not the 512 MiB of the spec's memoryMb: a unit is required.
+    if (std::isdigit(static_cast<unsigned char>(f.memory.back())) || bytes < (1 << 20)) {
+      return InvalidArgument(fmt::format(
+          "--memory {}: expected a size of at least 1 MiB with its unit (512M, 2G)", f.memory));
+    }
     doc["resources"]["memoryMb"] = (bytes + (1 << 20) - 1) >> 20;
   }
   if (!f.cpu.empty()) {

@@ -187,11 +187,19 @@ TEST_F(CliTest, BadFlagsAreOneLineAndExit2) {
   for (const char* args :
        {"--memory abc -- true", "--level 7 -- true", "--pids x -- true", "--mount /x -- true",
         "--env NOEQUALS -- true", "--timeout -1s -- true", "--network wifi -- true",
-        "--allow-degraded=seccomp -- true", "--spec /no/such/file.yaml -- true"}) {
+        "--allow-degraded=seccomp -- true", "--spec /no/such/file.yaml -- true",
+        // A bare number would be bytes, not the spec's MiB; over the spec's 7-day maximum.
+        "--memory 512 -- true", "--json --memory 100K -- true", "--timeout 200h -- true",
+        // Host paths that do not exist.
+        "--workspace /definitely/missing -- true", "--mount /definitely/missing:/opt/x -- true",
+        "--json --rootfs /definitely/missing -- true",
+        // Two problems at once: still one line.
+        "--risk R0 --network open -- true"}) {
     Outcome o = Airlock(Run(args));
     EXPECT_EQ(o.exit_code, 2) << args << ": " << o.err;
     EXPECT_EQ(o.err.rfind("airlock: ", 0), 0u) << args << ": " << o.err;
-    EXPECT_EQ(o.out, "") << args;
+    EXPECT_EQ(o.err.find('\n'), o.err.size() - 1) << args << ": " << o.err;
+    EXPECT_EQ(o.out, "") << args << ": a usage error prints no result, even with --json";
   }
   Outcome missing = Airlock("run");
   EXPECT_EQ(missing.exit_code, 2);
@@ -203,9 +211,19 @@ TEST_F(CliTest, SandboxErrorIs125) {
   EXPECT_EQ(o.exit_code, 125) << o.err;
   EXPECT_NE(o.err.find("level 3 (gvisor) is not served by the native backend"), std::string::npos)
       << o.err;
-  o = Airlock(Run("--mount /definitely/missing:/opt/x -- true"));
+  // With --json the sandbox error is a CommandResult with every field.
+  o = Airlock(Run("--json --tools-dir /definitely/missing -- true"));
   EXPECT_EQ(o.exit_code, 125) << o.err;
-  EXPECT_NE(o.err.find("/definitely/missing"), std::string::npos) << o.err;
+  nlohmann::json j = nlohmann::json::parse(o.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << o.out;
+  EXPECT_EQ(j["classification"], "SANDBOX_ERROR");
+  EXPECT_NE(j["error"].get<std::string>().find("airlock-init not found"), std::string::npos);
+  for (const char* field :
+       {"command_id", "exit_code", "signal", "duration_ms", "timed_out", "truncated",
+        "stdout_bytes", "stderr_bytes", "stdout_preview", "stderr_preview", "stdout_sha256",
+        "raw_log", "usage", "violations", "degraded"}) {
+    EXPECT_TRUE(j.contains(field)) << field;
+  }
 }
 
 TEST_F(CliTest, RiskClassCanOnlyBeTightened) {
