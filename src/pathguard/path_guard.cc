@@ -155,13 +155,36 @@ absl::StatusOr<UniqueFd> PathGuard::Resolve(const std::vector<std::string>& part
   return fd;
 }
 
+namespace {
+
+// OK for a regular file or a directory, which then loses the O_NONBLOCK it was opened with unless
+// the caller asked for it.
+absl::Status RegularOrDirectory(int fd, std::string_view path, bool keep_nonblock) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return ErrnoStatus(errno, fmt::format("stat {}", path));
+  if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+    return InvalidArgument(fmt::format("path {}: not a regular file or a directory", path));
+  }
+  if (!keep_nonblock && ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
+    return ErrnoStatus(errno, fmt::format("fcntl {}", path));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<UniqueFd> PathGuard::OpenPath(std::string_view path, int flags) const {
   if ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE) {
     return InvalidArgument("PathGuard::OpenPath does not create files; use CreateFile");
   }
   ASSIGN_OR_RETURN(std::vector<std::string> parts, Split(path));
   // openat2 refuses O_PATH with any flag but O_DIRECTORY, O_NOFOLLOW and O_CLOEXEC.
-  return Resolve(parts, parts.size(), (flags & O_PATH) != 0 ? flags : flags | O_NOCTTY, path);
+  if ((flags & O_PATH) != 0) return Resolve(parts, parts.size(), flags, path);
+  // Opened without blocking (a FIFO with no writer would hold the open, or its first read, for
+  // ever), then held to a file or a directory.
+  ASSIGN_OR_RETURN(UniqueFd fd, Resolve(parts, parts.size(), flags | O_NOCTTY | O_NONBLOCK, path));
+  RETURN_IF_ERROR(RegularOrDirectory(fd.get(), path, (flags & O_NONBLOCK) != 0));
+  return fd;
 }
 
 absl::StatusOr<PathGuard::Parent> PathGuard::OpenParent(std::string_view path) const {
@@ -174,14 +197,21 @@ absl::StatusOr<PathGuard::Parent> PathGuard::OpenParent(std::string_view path) c
 absl::StatusOr<UniqueFd> PathGuard::CreateFile(std::string_view path, mode_t mode,
                                                bool exclusive) const {
   ASSIGN_OR_RETURN(Parent p, OpenParent(path));
-  int flags =
-      O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | (exclusive ? O_EXCL : O_TRUNC);
+  // Without blocking: a FIFO planted at the path would hold the open until a reader came (with
+  // O_NONBLOCK it fails with ENXIO instead).
+  int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK |
+              (exclusive ? O_EXCL : O_TRUNC);
   UniqueFd fd(::openat(p.dir.get(), p.name.c_str(), flags, mode));
+  if (!fd && errno == ENXIO)
+    return InvalidArgument(fmt::format("path {}: not a regular file", path));
   if (!fd) return ResolveError(errno, path);
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return ErrnoStatus(errno, fmt::format("stat {}", path));
   if (!S_ISREG(st.st_mode))
     return InvalidArgument(fmt::format("path {}: not a regular file", path));
+  if (::fcntl(fd.get(), F_SETFL, ::fcntl(fd.get(), F_GETFL) & ~O_NONBLOCK) != 0) {
+    return ErrnoStatus(errno, fmt::format("fcntl {}", path));
+  }
   return fd;
 }
 

@@ -59,7 +59,8 @@ class PathGuard {
   };
 
   // Opens an existing file or directory (flags as for open(2); O_CREAT is refused: create
-  // through OpenParent so the name is checked).
+  // through OpenParent so the name is checked). Anything else (a FIFO, a socket or a device that
+  // code under the root planted, on which an open or a read could block) is InvalidArgument.
   absl::StatusOr<UniqueFd> OpenPath(std::string_view path, int flags) const;
 
   // Opens the parent directory of `path` (which must not be the root itself).

@@ -60,6 +60,26 @@ TEST_P(PathGuardTest, ReadsInsideWithOrWithoutLeadingSlash) {
   EXPECT_EQ(ReadThrough("//dir/./file"), "inside");
 }
 
+// Attack: code under the root plants a FIFO where the host will read or write a file, so that
+// the host's open blocks for ever (no writer, or no reader, ever comes). Expected: both opens
+// fail at once as not a regular file (an alarm ends the test if one blocks), and a file opened
+// through the guard is an ordinary blocking one.
+TEST_P(PathGuardTest, AFifoUnderTheRootIsRefusedWithoutBlocking) {
+  ASSERT_EQ(mkfifo((root_ + "/dir/pipe").c_str(), 0666), 0);
+  alarm(20);
+  absl::StatusOr<UniqueFd> read = guard_->OpenPath("dir/pipe", O_RDONLY);
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kInvalidArgument) << read.status();
+  absl::StatusOr<UniqueFd> write = guard_->CreateFile("dir/pipe", 0644, false);
+  EXPECT_EQ(write.status().code(), absl::StatusCode::kInvalidArgument) << write.status();
+  alarm(0);
+  absl::StatusOr<UniqueFd> file = guard_->OpenPath("dir/file", O_RDONLY);
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(fcntl(file->get(), F_GETFL) & O_NONBLOCK, 0);
+  absl::StatusOr<UniqueFd> created = guard_->CreateFile("dir/new", 0644, true);
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_EQ(fcntl(created->get(), F_GETFL) & O_NONBLOCK, 0);
+}
+
 TEST_P(PathGuardTest, DotDotIsRefusedOutright) {
   absl::Status s;
   EXPECT_EQ(ReadThrough("../outside/secret", &s), "<refused>");
