@@ -500,6 +500,20 @@ TEST_F(ForkServerTest, SocketIsOwnerOnly) {
   EXPECT_EQ(st.st_mode & 0777, 0600u);
 }
 
+// Sidecar use: the agent's group may connect; the socket gets that group and mode, and the file
+// is still a socket (the changes went to what bind made).
+TEST_F(ForkServerTest, SocketGetsTheGroupAndModeAsked) {
+  ForkServerOptions options = Options();
+  options.socket_group = 65534;
+  options.socket_mode = 0660;
+  StartServer(std::move(options));
+  struct stat st;
+  ASSERT_EQ(lstat((dir_ + "/fs.sock").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_gid, 65534u);
+  EXPECT_EQ(st.st_mode & 0777, 0660u);
+}
+
 TEST_F(ForkServerTest, ZygoteWithThreadsIsRefused) {
   ForkServerOptions o = Options();
   o.preload =

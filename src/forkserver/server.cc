@@ -153,10 +153,23 @@ absl::StatusOr<std::unique_ptr<ForkServer>> ForkServer::Start(ForkServerOptions 
     ::unlink(o.socket_path.c_str());
     return st;
   };
-  if (o.socket_group && ::chown(o.socket_path.c_str(), static_cast<uid_t>(-1), *o.socket_group)) {
+  // The group and mode go to the socket bind made, through a descriptor of the name opened
+  // without following a symlink and checked to be a socket: in a directory others may write to,
+  // a name swapped for a symlink meanwhile cannot point these changes at another file.
+  UniqueFd node(::open(o.socket_path.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+  struct stat node_stat;
+  if (!node || ::fstat(node.get(), &node_stat) != 0) {
+    return fail(ErrnoStatus(errno, fmt::format("open {}", o.socket_path)));
+  }
+  if (!S_ISSOCK(node_stat.st_mode)) {
+    return fail(FailedPrecondition(
+        fmt::format("{}: no longer the socket just bound (replaced meanwhile)", o.socket_path)));
+  }
+  if (o.socket_group &&
+      ::fchownat(node.get(), "", static_cast<uid_t>(-1), *o.socket_group, AT_EMPTY_PATH) != 0) {
     return fail(ErrnoStatus(errno, fmt::format("chgrp {}", o.socket_path)));
   }
-  if (::chmod(o.socket_path.c_str(), o.socket_mode) != 0) {
+  if (::chmod(fmt::format("/proc/self/fd/{}", node.get()).c_str(), o.socket_mode) != 0) {
     return fail(ErrnoStatus(errno, fmt::format("chmod {}", o.socket_path)));
   }
   if (::listen(server->listen_.get(), 64) != 0) return fail(ErrnoStatus(errno, "listen"));
