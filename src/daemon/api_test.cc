@@ -854,6 +854,16 @@ TEST_F(DaemonApiTest, TtlNetworkAndEvents) {
   const json registry = {{"profile", "dependency-egress"}, {"allowHosts", {"registry.test"}}};
   ExpectError(alice().Send(Verb::put, Sb(id, "/network"), json{{"network", registry}}.dump()), 403,
               "permission_denied", "allows more than the old one");
+  // The refused attempt is in the sandbox's audit trail, with what was asked.
+  json refused;
+  ApiResponse audit = alice().Get(Sb(id, "/events"));
+  for (const json& e : audit.json["events"]) {
+    if (e.value("reason", "") == "network policy change refused") refused = e;
+  }
+  ASSERT_TRUE(refused.is_object()) << audit.Describe();
+  EXPECT_EQ(refused["kind"], "policy_blocked") << refused.dump();
+  EXPECT_EQ(refused["data"]["network"]["profile"], "dependency-egress") << refused.dump();
+  EXPECT_EQ(refused["data"]["may_loosen"], false) << refused.dump();
   auto proxy_env = [&] {
     return alice()
         .Post(Sb(id, "/exec"), {{"argv", {"/bin/sh", "-c", "echo \"$HTTPS_PROXY\""}}})

@@ -994,10 +994,22 @@ absl::StatusOr<store::SandboxRecord> SandboxManager::UpdateNetwork(const Caller&
                                                                    const json& network,
                                                                    bool may_loosen) {
   ASSIGN_OR_RETURN(store::SandboxRecord record, OwnedRunning(caller, id));
-  ASSIGN_OR_RETURN(
-      json r,
-      ClientFor(record).Call({{"op", "network"}, {"network", network}, {"may_loosen", may_loosen}},
-                             milliseconds(30000)));
+  absl::StatusOr<json> called = ClientFor(record).Call(
+      {{"op", "network"}, {"network", network}, {"may_loosen", may_loosen}}, milliseconds(30000));
+  if (called.status().code() == absl::StatusCode::kPermissionDenied) {
+    // A loosening without the caller's authority is refused, and the attempt is audited too.
+    store::AuditEvent refused;
+    refused.sandbox = id;
+    refused.actor = caller.actor;
+    refused.kind = store::AuditKind::kPolicyBlocked;
+    refused.reason = "network policy change refused";
+    refused.data = {{"network", network},
+                    {"may_loosen", may_loosen},
+                    {"error", std::string(Message(called.status()))}};
+    (void)store_->AppendEvent(refused);
+  }
+  if (!called.ok()) return called.status();
+  json r = *std::move(called);
   store::AuditEvent e;
   e.actor = caller.actor;
   e.kind = store::AuditKind::kNetworkPolicyChanged;
