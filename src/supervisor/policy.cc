@@ -300,6 +300,14 @@ absl::StatusOr<SyscallPolicy> SyscallPolicy::Compile(const spec::Process& proces
   return p;
 }
 
+// An ordered comparison with a value beyond 32 bits is about a 64-bit argument (an offset, a
+// length): its low half alone says nothing about it, so only the whole register is read.
+bool SyscallPolicy::WholeRegisterOnly(const Condition& c) {
+  using Op = Condition::Op;
+  bool ordered = c.op == Op::kLt || c.op == Op::kLe || c.op == Op::kGt || c.op == Op::kGe;
+  return ordered && c.value > 0xffffffff;
+}
+
 bool SyscallPolicy::Holds(const Condition& c, uint64_t v, bool restricts) {
   auto holds = [&](uint64_t width_mask) {
     const uint64_t x = v & width_mask;
@@ -323,6 +331,7 @@ bool SyscallPolicy::Holds(const Condition& c, uint64_t v, bool restricts) {
     return false;
   };
   const bool whole = holds(~uint64_t{0});
+  if (WholeRegisterOnly(c)) return whole;
   const bool low = holds(0xffffffff);
   return restricts ? whole || low : whole && low;
 }
@@ -505,6 +514,11 @@ absl::StatusOr<std::string> SyscallPolicy::BuildFilter() const {
       // Either reading matches a restricting rule, both are needed for one that lets through
       // (Holds): the low word's first, then the whole register's.
       BpfProgram::Label ok = b.NewLabel();
+      if (WholeRegisterOnly(c)) {
+        EmitCondition(b, c, /*whole=*/true, ok, next);
+        b.Bind(ok);
+        continue;
+      }
       BpfProgram::Label whole = b.NewLabel();
       EmitCondition(b, c, /*whole=*/false, restricts ? ok : whole, restricts ? whole : next);
       b.Bind(whole);

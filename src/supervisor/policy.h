@@ -134,6 +134,7 @@ class SyscallPolicy {
   // puts in the upper half); a rule that restricts (errno, kill) applies when either reading
   // holds, one that lets a call through (allow, trace, notify) only when both do.
   static bool Holds(const Condition& c, uint64_t value, bool restricts);
+  static bool WholeRegisterOnly(const Condition& c);
 
   spec::SupervisorMode mode_ = spec::SupervisorMode::kNone;
   std::vector<Rule> rules_;

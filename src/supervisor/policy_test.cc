@@ -251,6 +251,32 @@ TEST(SyscallPolicyTest, TheUpperHalfOfARegisterCannotSlipPastARule) {
   EXPECT_EQ(allow.Evaluate(Call("lseek", {3, 0x100000005})).kind, Verdict::Kind::kErrno);
 }
 
+// An ordered comparison with a value beyond 32 bits is about a 64-bit argument, and only the
+// whole register is compared: a rule for mmap lengths above 4 GiB matches 8 GiB (whose low half is
+// 0) and not 0x50 (whose low half is above the value's), whichever way the rule acts.
+TEST(SyscallPolicyTest, OrderedComparisonsWithA64BitValueReadTheWholeRegister) {
+  const uint64_t four_gib = 0x100000000;
+  SyscallPolicy allow =
+      CompileOrDie(Process(SupervisorMode::kNone,
+                           {SyscallRule{{"mmap"}, {{1, "gt", four_gib, 0}}, "allow"},
+                            SyscallRule{{"lseek"}, {{1, "le", four_gib, 0}}, "allow"}},
+                           "errno(EPERM)"));
+  EXPECT_EQ(allow.Evaluate(Call("mmap", {0, 2 * four_gib})).kind, Verdict::Kind::kAllow);
+  EXPECT_EQ(allow.Evaluate(Call("mmap", {0, 0x50})).kind, Verdict::Kind::kErrno);
+  EXPECT_EQ(allow.Evaluate(Call("lseek", {3, 0x50})).kind, Verdict::Kind::kAllow);
+  EXPECT_EQ(allow.Evaluate(Call("lseek", {3, four_gib + 1})).kind, Verdict::Kind::kErrno);
+  SyscallPolicy deny = CompileOrDie(Process(
+      SupervisorMode::kNone, {SyscallRule{{"mmap"}, {{1, "gt", four_gib, 0}}, "errno(ENOMEM)"}}));
+  EXPECT_EQ(deny.Evaluate(Call("mmap", {0, 2 * four_gib})).kind, Verdict::Kind::kErrno);
+  EXPECT_EQ(deny.Evaluate(Call("mmap", {0, 0x50})).kind, Verdict::Kind::kAllow);
+  for (const SyscallPolicy* p : {&allow, &deny}) {
+    for (uint64_t len : {uint64_t{0x50}, four_gib, four_gib + 1, 2 * four_gib, ~uint64_t{0}}) {
+      seccomp_data d = Call("mmap", {0, len});
+      EXPECT_EQ(internal::RunBpf(p->filter(), d), p->FilterReturn(p->Evaluate(d))) << len;
+    }
+  }
+}
+
 // Attack: a policy denies openat, and the program calls open or creat; it denies connect, and
 // the program sends with sendto(MSG_FASTOPEN) to an address. A rule that restricts one call of a
 // group must be matched for each other one, or the policy is refused with the names.
