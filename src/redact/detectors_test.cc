@@ -7,6 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "re2/re2.h"
 #include "redact/internal/detectors.h"
 #include "redact/internal/test_helpers.h"
 #include "redact/redactor.h"
@@ -370,6 +371,25 @@ TEST(DetectorsTest, EncodedFormsOfExplicitValues) {
   EXPECT_TRUE(found) << testing::PrintToString(forms);
   // A value with only unreserved characters has no separate percent-encoded form.
   for (const std::string& f : EncodedForms("abcdefgh", 8)) EXPECT_NE(f, "abcdefgh");
+}
+
+// The prefilter's loosened patterns: counted repetitions become + or *, and nothing else changes
+// (braces in a class or escaped, and the rest of the pattern, stay). Each detector's loosened form
+// compiles and matches every sample its exact form matches (the samples of the tests above go
+// through the prefilter first).
+TEST(DetectorsTest, LoosePatternsDropOnlyTheCounts) {
+  using redact_internal::LoosePattern;
+  EXPECT_EQ(LoosePattern("a{16}b{36,}c{0,24}d{2,10}?"), "a+b+c*d+?");
+  EXPECT_EQ(LoosePattern("x{0}y{00,3}"), "x*y*");
+  EXPECT_EQ(LoosePattern(R"([^(){}\[\]=]{8,}\{3\}[{]{2}[]{]{4})"),
+            R"([^(){}\[\]=]+\{3\}[{]+[]{]+)");
+  EXPECT_EQ(LoosePattern("a{,3}b{x}c{"), "a{,3}b{x}c{");
+  for (const redact_internal::DetectorSpec& spec : redact_internal::DetectorSpecs()) {
+    std::string loose = LoosePattern(spec.pattern);
+    EXPECT_EQ(LoosePattern(loose), loose) << "a count left in " << loose;
+    RE2 re(loose, RE2::Latin1);
+    EXPECT_TRUE(re.ok()) << loose;
+  }
 }
 
 }  // namespace

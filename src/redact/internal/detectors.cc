@@ -132,6 +132,45 @@ std::string Base64(std::string_view bytes, const char* alphabet) {
 
 std::span<const DetectorSpec> DetectorSpecs() { return kDetectors; }
 
+std::string LoosePattern(std::string_view pattern) {
+  std::string out;
+  bool in_class = false;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    char c = pattern[i];
+    if (c == '\\' && i + 1 < pattern.size()) {
+      out += pattern.substr(i, 2);
+      ++i;
+      continue;
+    }
+    if (in_class) {
+      // A ']' right after '[' or '[^' is a member, not the end.
+      bool first = out.back() == '[' || (out.size() >= 2 && out.ends_with("[^"));
+      if (c == ']' && !first) in_class = false;
+      out += c;
+      continue;
+    }
+    if (c == '[') in_class = true;
+    if (c == '{') {
+      size_t j = i + 1;
+      size_t digits = j;
+      while (j < pattern.size() && pattern[j] >= '0' && pattern[j] <= '9') ++j;
+      bool at_least_one = j > digits && pattern.substr(digits, j - digits).find_first_not_of('0') !=
+                                            std::string_view::npos;
+      if (j > digits && j < pattern.size() && pattern[j] == ',') {
+        ++j;
+        while (j < pattern.size() && pattern[j] >= '0' && pattern[j] <= '9') ++j;
+      }
+      if (j > digits && j < pattern.size() && pattern[j] == '}') {
+        out += at_least_one ? '+' : '*';
+        i = j;
+        continue;
+      }
+    }
+    out += c;
+  }
+  return out;
+}
+
 const char* PemEndPattern() { return R"re(-----END[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----)re"; }
 
 bool IsTailByte(Tail tail, unsigned char c) {

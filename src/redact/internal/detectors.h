@@ -45,6 +45,12 @@ struct DetectorSpec {
 
 std::span<const DetectorSpec> DetectorSpecs();
 
+// `pattern` with each counted repetition loosened ({n}, {n,} and {n,m} become + when n >= 1, *
+// when n = 0): it matches wherever `pattern` does, and a set of these compiles several times
+// faster (RE2 writes a counted part out n times), so it is the prefilter that says which
+// detectors may match. Braces inside a character class or escaped stay.
+std::string LoosePattern(std::string_view pattern);
+
 // The END line of a private key block, for StreamRedactor's fail-closed mode.
 const char* PemEndPattern();
 
