@@ -216,13 +216,6 @@ absl::StatusOr<std::vector<std::string>> LoadSecrets(const RunFlags& f) {
 
 int Run(const RunFlags& f) {
   InterruptWatch interrupts;
-  // The report quotes the command line through the detectors, which take a millisecond to
-  // compile: on another CPU while the sandbox is made.
-  std::thread prepare_detectors(&Redactor::PrepareDetectors);
-  struct JoinOnExit {
-    std::thread& t;
-    ~JoinOnExit() { t.join(); }
-  } join_detectors{prepare_detectors};
   // One line on stderr (a spec's several problems joined by "; "). With --json a sandbox error
   // (125) is also a CommandResult on stdout, every field present; a usage error (2) prints none:
   // nothing ran, as when the flag parser itself refuses a flag.

@@ -310,8 +310,6 @@ const char* ToString(SecretKind kind) {
   return "secret";
 }
 
-void Redactor::PrepareDetectors() { (void)DetectorSet::Get(); }
-
 absl::StatusOr<Redactor> Redactor::Create(std::vector<std::string> secret_values,
                                           RedactorOptions options) {
   if (options.min_secret_length < kMinSecretLengthFloor) {

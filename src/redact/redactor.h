@@ -114,10 +114,6 @@ class Redactor {
   static absl::StatusOr<Redactor> Create(std::vector<std::string> secret_values,
                                          RedactorOptions options = {});
 
-  // Compiles the format detectors now (about a millisecond), for a caller that has a CPU to
-  // spare before its first redaction; a redaction that comes meanwhile waits for it.
-  static void PrepareDetectors();
-
   // Every secret in `text`, ordered by offset (then longest first). Findings may overlap
   // ("secret=abc/AKIA...": a credential containing an aws_access_key); a span found by two
   // detectors is reported once, as the more specific kind ("token=<jwt>" is a jwt).
