@@ -786,7 +786,8 @@ struct RunningCommand::State {
   UniqueFd kill_event;  // eventfd: Kill() asks the waiting loop to kill the tree
   pid_t ns_pid = -1;
   uint64_t egress_mark = 0;
-  std::string proxy_client;  // the user of the command's proxy URL, named in its blocked events
+  uint64_t egress_dropped = 0;  // the log's Dropped() when the command started
+  std::string proxy_client;     // the user of the command's proxy URL, named in its blocked events
   Clock::time_point t_start;
   Timings timings;
   bool waited = false;
@@ -911,6 +912,7 @@ absl::StatusOr<std::unique_ptr<RunningCommand>> NativeSandbox::Start(const Comma
                             : init::PolicyListener::kNone;
   UniqueFd stdio[3] = {std::move(in_r), std::move(out_w), std::move(err_w)};
   st->egress_mark = records_blocked_ ? options_.egress.blocked->Mark(id_) : 0;
+  st->egress_dropped = records_blocked_ ? options_.egress.blocked->Dropped(id_) : 0;
   if (records_blocked_) StartProxyClientRun(st->proxy_client);
   auto end_run_on_failure = [this, &st] { EndProxyClientRun(st->proxy_client); };
   absl::StatusOr<std::unique_ptr<supervisor::Supervisor>> sup = StartSupervisor(
@@ -1149,9 +1151,10 @@ absl::StatusOr<CommandResult> RunningCommand::Wait() {
     // The command's client name is new with it, so what the log left out under that name is
     // the command's alone.
     constexpr size_t kMaxNetworkViolations = 64;
+    netproxy::BlockedEventLog& log = *sb.options_.egress.blocked;
     for (Violation& v : netproxy::BlockedViolations(
-             blocked, sb.options_.egress.blocked->Suppressed(sb.id_, st.proxy_client),
-             kMaxNetworkViolations)) {
+             blocked, log.Suppressed(sb.id_, st.proxy_client),
+             log.Dropped(sb.id_) - st.egress_dropped, kMaxNetworkViolations)) {
       result.violations.push_back(std::move(v));
     }
     network_required = netproxy::DetectNetworkRequired(result.classification, blocked);

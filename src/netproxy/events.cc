@@ -2,13 +2,21 @@
 
 #include <algorithm>
 #include <ctime>
+#include <iterator>
+#include <optional>
 #include <set>
 
 #include "fmt/format.h"
+#include "netproxy/address.h"
+#include "netproxy/policy.h"
 
 namespace airlock::netproxy {
 
 bool IsMetadataRefusal(const BlockedNetworkEgress& e) {
+  if (e.rule == kRuleDirectConnect) {
+    std::optional<IpAddress> address = IpAddress::Parse(e.resolved_address);
+    return address && IsMetadataAddress(*address);
+  }
   return e.rule.starts_with("always-denied:") && e.rule.ends_with("(metadata)");
 }
 
@@ -92,7 +100,7 @@ bool BlockedEventLog::Budget::Take(std::chrono::system_clock::time_point now) {
 }
 
 std::vector<Violation> BlockedViolations(const std::vector<BlockedNetworkEgress>& blocked,
-                                         uint64_t suppressed, size_t max) {
+                                         uint64_t suppressed, uint64_t dropped, size_t max) {
   auto rank = [](const BlockedNetworkEgress* e) {
     if (IsMetadataRefusal(*e)) return 0;
     bool by_address = e->rule.starts_with("always-denied:") || e->rule.starts_with("deny-cidr:") ||
@@ -113,11 +121,15 @@ std::vector<Violation> BlockedViolations(const std::vector<BlockedNetworkEgress>
   std::vector<Violation> out;
   for (size_t i = 0; i < distinct.size() && i < max; ++i) out.push_back(ToViolation(*distinct[i]));
   uint64_t omitted = suppressed + (blocked.size() - std::min(blocked.size(), out.size()));
-  if (omitted > 0) {
-    out.push_back(Violation{
-        "BlockedNetworkEgressOmitted",
-        fmt::format("{} more blocked attempts not listed (repeats, or past the limits)", omitted),
-        {{"omitted", omitted}}});
+  if (omitted > 0 || dropped > 0) {
+    std::string detail =
+        fmt::format("{} more blocked attempts not listed (repeats, or past the limits)", omitted);
+    if (dropped > 0) {
+      detail += fmt::format("; the sandbox's log dropped {} of its oldest meanwhile", dropped);
+    }
+    out.push_back(Violation{"BlockedNetworkEgressOmitted",
+                            std::move(detail),
+                            {{"omitted", omitted}, {"dropped_from_log", dropped}}});
   }
   return out;
 }
@@ -129,9 +141,11 @@ void BlockedEventLog::Record(const EgressEvent& event) {
   if (blocked == nullptr) return;
   std::lock_guard lock(mu_);
   PerSandbox& s = sandboxes_[blocked->sandbox];
-  if (s.clients.size() >= kMaxRemembered) s.clients.clear();
-  PerClient& client = s.clients[blocked->client];
-  if (s.recent.size() >= kMaxRemembered) s.recent.clear();
+  auto known = s.clients.find(blocked->client);
+  PerClient& client = known != s.clients.end()         ? known->second
+                      : s.clients.size() < kMaxClients ? s.clients[blocked->client]
+                                                       : s.overflow;
+  if (s.recent.size() >= kMaxRemembered) s.recent.clear();  // forgets repeats only
   std::string key =
       fmt::format("{}\n{}\n{}\n{}\n{}\n{}", blocked->client, blocked->rule, blocked->method,
                   blocked->host, blocked->resolved_address, blocked->port);
@@ -144,15 +158,16 @@ void BlockedEventLog::Record(const EgressEvent& event) {
     }
     recent->second = blocked->time;
   }
-  Budget& budget = IsMetadataRefusal(*blocked) ? client.metadata : client.general;
+  const bool metadata = IsMetadataRefusal(*blocked);
+  Budget& budget = metadata ? client.metadata : client.general;
   if (!budget.Take(blocked->time)) {
     ++client.suppressed;
     return;
   }
-  s.events.push_back(*blocked);
-  ++s.next_seq;
-  if (s.events.size() > max_) {
-    s.events.pop_front();
+  std::deque<Entry>& log = metadata ? s.metadata : s.events;
+  log.emplace_back(s.next_seq++, *blocked);
+  if (log.size() > max_) {
+    log.pop_front();
     ++s.dropped;
   }
 }
@@ -173,10 +188,19 @@ std::vector<BlockedNetworkEgress> BlockedEventLog::Since(const SandboxId& sandbo
   auto it = sandboxes_.find(sandbox);
   if (it == sandboxes_.end()) return {};
   const PerSandbox& s = it->second;
-  uint64_t first_seq = s.next_seq - s.events.size();
-  size_t skip = mark > first_seq ? static_cast<size_t>(mark - first_seq) : 0;
-  if (skip >= s.events.size()) return {};
-  return {s.events.begin() + static_cast<std::ptrdiff_t>(skip), s.events.end()};
+  // Both logs are in sequence order: the events of each from `mark` on, merged.
+  auto from = [mark](const std::deque<Entry>& log) {
+    return std::lower_bound(log.begin(), log.end(), mark,
+                            [](const Entry& e, uint64_t seq) { return e.first < seq; });
+  };
+  std::vector<Entry> merged;
+  std::merge(from(s.events), s.events.end(), from(s.metadata), s.metadata.end(),
+             std::back_inserter(merged),
+             [](const Entry& a, const Entry& b) { return a.first < b.first; });
+  std::vector<BlockedNetworkEgress> out;
+  out.reserve(merged.size());
+  for (Entry& e : merged) out.push_back(std::move(e.second));
+  return out;
 }
 
 uint64_t BlockedEventLog::Dropped(const SandboxId& sandbox) const {
@@ -190,7 +214,7 @@ uint64_t BlockedEventLog::Suppressed(const SandboxId& sandbox, const std::string
   auto it = sandboxes_.find(sandbox);
   if (it == sandboxes_.end()) return 0;
   auto c = it->second.clients.find(client);
-  return c == it->second.clients.end() ? 0 : c->second.suppressed;
+  return c == it->second.clients.end() ? it->second.overflow.suppressed : c->second.suppressed;
 }
 
 void BlockedEventLog::Forget(const SandboxId& sandbox) {

@@ -63,7 +63,8 @@ struct BlockedNetworkEgress {
   std::string client;
 };
 
-// A refusal of a cloud metadata address (an always-denied range marked metadata).
+// A refusal of a cloud metadata address: by the proxy (an always-denied range marked metadata),
+// or a direct attempt on one (its address in such a range).
 bool IsMetadataRefusal(const BlockedNetworkEgress& e);
 
 // A proxied connection (one CONNECT tunnel, or the plain-HTTP requests of one client connection
@@ -102,29 +103,34 @@ Violation ToViolation(const BlockedNetworkEgress& event);
 // A command's refusals as its result's violations: one per distinct attempt (rule, method, host,
 // address, port) in the order they came, except that metadata refusals come first and then the
 // other refusals by address (the always-denied ranges, the deny CIDRs), at most `max` in all. When
-// attempts were left out, here or by the log (`suppressed`, BlockedEventLog::Suppressed), a last
-// violation of kind "BlockedNetworkEgressOmitted" says how many (data: omitted).
+// attempts were left out, here or by the log's flood limits (`suppressed`,
+// BlockedEventLog::Suppressed), or the sandbox's log dropped events while the command ran
+// (`dropped`, the difference of BlockedEventLog::Dropped: its oldest, of any command), a last
+// violation of kind "BlockedNetworkEgressOmitted" says so (data: omitted, dropped_from_log).
 std::vector<Violation> BlockedViolations(const std::vector<BlockedNetworkEgress>& blocked,
-                                         uint64_t suppressed, size_t max);
+                                         uint64_t suppressed, uint64_t dropped, size_t max);
 
 // {"type": "BlockedNetworkEgress" | "ConnectionClosed" | "PolicyChanged", ...fields}.
 nlohmann::json ToJson(const EgressEvent& event);
 
-// Keeps the blocked events of each sandbox for the engine, at most `max_per_sandbox` each (the
-// oldest are dropped and counted). Thread-safe. Typical use:
+// Keeps the blocked events of each sandbox for the engine, at most `max_per_sandbox` each and as
+// many metadata refusals apart (the oldest are dropped and counted). Thread-safe. Typical use:
 //   BlockedEventLog log;  options.on_event = log.Callback();
 //   uint64_t mark = log.Mark(id);  ...run the command...  auto blocked = log.Since(id, mark);
 //
-// A loop of refused attempts must not push other refusals (another command's, or the same
-// command's metadata attempt) out of the bounded log: an event equal to one its sandbox recorded
-// less than a second before (same client, rule, method, host, address and port) is not recorded
-// again, and each client name of a sandbox records kBurstPerClient events at most, then
-// kRefillPerSecond a second; its metadata refusals have a budget of their own, so that no flood
-// of other refusals hides one. What these limits leave out is counted per client (Suppressed).
+// A loop of refused attempts must not push other refusals out of the bounded log: an event equal
+// to one its sandbox recorded less than a second before (same client, rule, method, host, address
+// and port) is not recorded again, and each client name of a sandbox records kBurstPerClient
+// events at most, then kRefillPerSecond a second (past kMaxClients names, new names share one
+// budget). Metadata refusals have budgets and a log of their own, so that no flood of other
+// refusals hides one. What the limits leave out is counted per client (Suppressed). The client
+// name is the sandbox's to choose, so a sandbox that floods under many names can still push
+// other refusals out of its log; those are counted (Dropped) and the result says so.
 class BlockedEventLog {
  public:
   static constexpr double kBurstPerClient = 256;
   static constexpr double kRefillPerSecond = 4;
+  static constexpr size_t kMaxClients = 4096;
 
   explicit BlockedEventLog(size_t max_per_sandbox = 1000) : max_(max_per_sandbox) {}
 
@@ -150,12 +156,15 @@ class BlockedEventLog {
     Budget general, metadata;
     uint64_t suppressed = 0;
   };
+  using Entry = std::pair<uint64_t, BlockedNetworkEgress>;  // sequence number, event
   struct PerSandbox {
-    std::deque<BlockedNetworkEgress> events;
-    uint64_t next_seq = 0;  // sequence number of the next event
+    std::deque<Entry> events;    // all but metadata refusals
+    std::deque<Entry> metadata;  // metadata refusals
+    uint64_t next_seq = 0;       // sequence number of the next event
     uint64_t dropped = 0;
     std::map<std::string, std::chrono::system_clock::time_point> recent;  // event key -> recorded
     std::map<std::string, PerClient> clients;
+    PerClient overflow;  // every name past kMaxClients
   };
   const size_t max_;
   mutable std::mutex mu_;

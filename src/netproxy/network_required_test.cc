@@ -142,6 +142,53 @@ TEST(EventsTest, BlockedEventLogLimitsFloodsPerClient) {
   EXPECT_EQ(log.Since(sb, 0).size(), 300u);
 }
 
+// Attack: the same, by a sandbox that floods under many client names (the name is its to choose)
+// and reaches for the metadata address directly, ignoring the proxy. Expected: the metadata
+// attempts stay (their own log, and a direct attempt on a metadata address counts as one), the
+// flood pushes only other refusals out and is counted as dropped, and names past the limit
+// share one budget instead of resetting the known ones.
+TEST(EventsTest, BlockedEventLogKeepsMetadataAttemptsThroughAFloodUnderManyNames) {
+  BlockedEventLog log;
+  const SandboxId sb("sb-1");
+  const auto t0 = std::chrono::system_clock::time_point(std::chrono::hours(1000));
+  auto at = [&](BlockedNetworkEgress e, std::string client) {
+    e.client = std::move(client);
+    e.time = t0;
+    return e;
+  };
+  BlockedNetworkEgress direct =
+      Blocked("169.254.169.254", 80, std::string(kRuleDirectConnect), "169.254.169.254");
+  direct.method = "connect";
+  EXPECT_TRUE(IsMetadataRefusal(direct));
+  BlockedNetworkEgress mapped = direct;
+  mapped.resolved_address = "::ffff:169.254.169.254";
+  EXPECT_TRUE(IsMetadataRefusal(mapped));
+  BlockedNetworkEgress outside = direct;
+  outside.resolved_address = "192.0.2.1";
+  EXPECT_FALSE(IsMetadataRefusal(outside));
+
+  log.Record(at(direct, "cmd-1"));
+  for (int name = 0; name < 8; ++name) {
+    for (int i = 0; i < 256; ++i) {
+      log.Record(at(Blocked(fmt::format("h{}-{}.test", name, i), 443, "not-allowlisted"),
+                    fmt::format("fake-{}", name)));
+    }
+  }
+  std::vector<BlockedNetworkEgress> got = log.Since(sb, 0);
+  ASSERT_EQ(got.size(), 1001u);  // 1,000 of the flood and the metadata attempt
+  EXPECT_EQ(got[0].resolved_address, "169.254.169.254");
+  EXPECT_EQ(log.Dropped(sb), 8u * 256u - 1000u);
+  // The command's own budget was not touched by the other names; past kMaxClients names, new
+  // names share one budget, and the known ones keep theirs.
+  for (size_t name = 8; name < BlockedEventLog::kMaxClients + 10; ++name) {
+    log.Record(at(Blocked("x.test", 443, "not-allowlisted"), fmt::format("fake-{}", name)));
+  }
+  uint64_t mark = log.Mark(sb);
+  log.Record(at(Blocked("mine.test", 443, "not-allowlisted"), "cmd-1"));
+  EXPECT_EQ(log.Since(sb, mark).size(), 1u);
+  EXPECT_EQ(log.Suppressed(sb, "cmd-1"), 0u);
+}
+
 // A command's violations: each distinct attempt once, metadata first, then the other refusals by
 // address, then the rest in order; at most `max`, and a last one counting what is not listed.
 TEST(EventsTest, BlockedViolationsListMetadataFirstAndCountTheRest) {
@@ -151,7 +198,7 @@ TEST(EventsTest, BlockedViolationsListMetadataFirstAndCountTheRest) {
   blocked.push_back(Blocked("10.0.0.1", 80, "always-denied:10.0.0.0/8 (private)", "10.0.0.1"));
   blocked.push_back(
       Blocked("169.254.169.254", 80, "always-denied:169.254.0.0/16 (metadata)", "169.254.169.254"));
-  std::vector<Violation> v = BlockedViolations(blocked, 5, 64);
+  std::vector<Violation> v = BlockedViolations(blocked, 5, 0, 64);
   ASSERT_EQ(v.size(), 65u);
   EXPECT_EQ(v[0].data["host"], "169.254.169.254");
   EXPECT_EQ(v[1].data["host"], "10.0.0.1");
@@ -162,7 +209,13 @@ TEST(EventsTest, BlockedViolationsListMetadataFirstAndCountTheRest) {
   EXPECT_EQ(v[64].data["omitted"], 14);
   // Nothing left out: no count.
   std::vector<BlockedNetworkEgress> few(blocked.begin(), blocked.begin() + 3);
-  EXPECT_EQ(BlockedViolations(few, 0, 64).size(), 3u);
+  EXPECT_EQ(BlockedViolations(few, 0, 0, 64).size(), 3u);
+  // Events the sandbox's log dropped while the command ran are said too.
+  std::vector<Violation> dropped = BlockedViolations(few, 0, 7, 64);
+  ASSERT_EQ(dropped.size(), 4u);
+  EXPECT_EQ(dropped[3].kind, "BlockedNetworkEgressOmitted");
+  EXPECT_EQ(dropped[3].data["dropped_from_log"], 7);
+  EXPECT_EQ(dropped[3].data["omitted"], 0);
 }
 
 }  // namespace

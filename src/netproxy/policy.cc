@@ -11,15 +11,16 @@
 namespace airlock::netproxy {
 namespace {
 
-// kMetadataInPrivateUse: a metadata address inside private-use space (Alibaba Cloud's in
-// 100.64/10, the IPv6 ones of GCP, EKS Pod Identity and Scaleway in fc00::/7). Never reached, like
-// every metadata range, but an operator may open a range around it (100.64.0.0/10 for a CGNAT or
-// tailnet registry, an fd00::/8 network): the address check refuses it first.
-enum class Kind { kMetadata, kMetadataInPrivateUse, kPrivateUse, kOther };
+// kMetadataAddress: one metadata address inside space an operator may open (Alibaba Cloud's in
+// 100.64/10, the IPv6 ones of GCP, EKS Pod Identity and Scaleway in fc00::/7, Azure's WireServer
+// among public addresses). Never reached, like every metadata range, but an operator may open a
+// range around it (100.64.0.0/10 for a CGNAT or tailnet registry, an fd00::/8 network,
+// 168.0.0.0/8): the address check refuses it first.
+enum class Kind { kMetadata, kMetadataAddress, kPrivateUse, kOther };
 
 DeniedRange Range(std::string_view text, std::string_view what, Kind kind = Kind::kOther) {
   absl::StatusOr<Cidr> cidr = Cidr::Parse(text);
-  bool metadata = kind == Kind::kMetadata || kind == Kind::kMetadataInPrivateUse;
+  bool metadata = kind == Kind::kMetadata || kind == Kind::kMetadataAddress;
   return DeniedRange{
       *cidr, text, what, metadata, kind == Kind::kPrivateUse, kind == Kind::kMetadata};
 }
@@ -107,11 +108,11 @@ const std::vector<DeniedRange>& AlwaysDeniedRanges() {
       // host's firewall lets root reach, and the proxy runs as root).
       Range("169.254.0.0/16", "metadata", Kind::kMetadata),
       Range("fd00:ec2::254/128", "metadata", Kind::kMetadata),
-      Range("168.63.129.16/32", "metadata", Kind::kMetadata),
-      Range("100.100.100.200/32", "metadata", Kind::kMetadataInPrivateUse),  // Alibaba
-      Range("fd00:ec2::23/128", "metadata", Kind::kMetadataInPrivateUse),    // EKS Pod Identity
-      Range("fd20:ce::254/128", "metadata", Kind::kMetadataInPrivateUse),    // GCP, IPv6
-      Range("fd00:42::42/128", "metadata", Kind::kMetadataInPrivateUse),     // Scaleway, IPv6
+      Range("168.63.129.16/32", "metadata", Kind::kMetadataAddress),
+      Range("100.100.100.200/32", "metadata", Kind::kMetadataAddress),  // Alibaba
+      Range("fd00:ec2::23/128", "metadata", Kind::kMetadataAddress),    // EKS Pod Identity
+      Range("fd20:ce::254/128", "metadata", Kind::kMetadataAddress),    // GCP, IPv6
+      Range("fd00:42::42/128", "metadata", Kind::kMetadataAddress),     // Scaleway, IPv6
       Range("0.0.0.0/8", "this-network"),
       Range("10.0.0.0/8", "private", Kind::kPrivateUse),
       Range("100.64.0.0/10", "shared-address-space", Kind::kPrivateUse),
@@ -135,6 +136,17 @@ const std::vector<DeniedRange>& AlwaysDeniedRanges() {
       Range("ff00::/8", "multicast"),
   };
   return kRanges;
+}
+
+bool IsMetadataAddress(const IpAddress& address) {
+  std::vector<IpAddress> views = {address};
+  if (std::optional<IpAddress> embedded = address.EmbeddedV4()) views.push_back(*embedded);
+  for (const IpAddress& a : views) {
+    for (const DeniedRange& r : AlwaysDeniedRanges()) {
+      if (r.metadata && r.cidr.Contains(a)) return true;
+    }
+  }
+  return false;
 }
 
 const std::vector<std::string>& DefaultGitProviderHosts() {

@@ -334,6 +334,12 @@ TEST(PolicyTest, AnOpenedNameReachesPrivateUseSpaceOnly) {
   EXPECT_TRUE(cgnat.CheckAddress(host, 443, *IpAddress::Parse("100.100.100.1")).allowed);
   EXPECT_EQ(cgnat.CheckAddress(host, 443, *IpAddress::Parse("100.100.100.200")).rule,
             "always-denied:100.100.100.200/32 (metadata)");
+  // Likewise a public range around Azure's WireServer (an existing operator policy still loads).
+  op.open_private_cidrs = {"168.0.0.0/8"};
+  absl::StatusOr<Policy> azure = Policy::Compile(Net(NetworkProfile::kOpen), op);
+  ASSERT_TRUE(azure.ok()) << azure.status();
+  EXPECT_EQ(azure->CheckAddress(host, 443, *IpAddress::Parse("168.63.129.16")).rule,
+            "always-denied:168.63.129.16/32 (metadata)");
   // Likewise a unique-local network around GCP's IPv6 metadata address.
   op.open_private_cidrs = {"fd20:ce::/32"};
   Policy ula = Compile(Net(NetworkProfile::kOpen), op);

@@ -534,9 +534,10 @@ TEST_F(NetworkTest, AFloodOfDirectAttemptsHidesNoRefusal) {
 
 // Attack: hide an attempt on the cloud metadata address behind a flood of refusals through the
 // proxy (600 CONNECTs to distinct private addresses, each refused, then 70 repeats of one), made
-// by the same command, which names itself to the proxy as any tool does. Expected: the metadata
-// refusal is recorded and listed first, the flood is cut to the command's budget, and the result
-// says how many attempts it does not list.
+// by the same command, which names itself to the proxy as any tool does; then try the metadata
+// address through the proxy and directly. Expected: both metadata attempts are recorded and
+// listed first, the flood is cut to the command's budget, and the result says how many attempts
+// it does not list.
 TEST_F(NetworkTest, AFloodOfRefusalsDoesNotHideAMetadataAttempt) {
   auto sb = Make(Spec(spec::NetworkProfile::kOpen));
   ASSERT_NE(sb, nullptr);
@@ -554,14 +555,17 @@ TEST_F(NetworkTest, AFloodOfRefusalsDoesNotHideAMetadataAttempt) {
             "    s.close()\n"
             "for i in range(600): connect('10.0.%d.%d' % (i // 250, i % 250 + 1))\n"
             "for i in range(70): connect('10.9.9.9')\n"
-            "\"; curl -sS --max-time 20 http://169.254.169.254/latest/meta-data/; exit 1"});
+            "\"; curl -sS --max-time 20 http://169.254.169.254/latest/meta-data/; "
+            "/opt/probe connect-tcp 169.254.169.254 80; exit 1"});
   EXPECT_EQ(r.exit_code, 1) << r.stderr_preview;
   ASSERT_EQ(r.violations.size(), 65u) << r.stderr_preview;
   EXPECT_EQ(r.violations[0].data["rule"], "always-denied:169.254.0.0/16 (metadata)");
-  EXPECT_EQ(r.violations[1].data["host"], "10.0.0.1");
+  EXPECT_EQ(r.violations[1].data["rule"], "direct-connect");
+  EXPECT_EQ(r.violations[1].data["host"], "169.254.169.254");
+  EXPECT_EQ(r.violations[2].data["host"], "10.0.0.1");
   EXPECT_EQ(r.violations[64].kind, "BlockedNetworkEgressOmitted");
-  // 671 refusals, 64 listed.
-  EXPECT_EQ(r.violations[64].data["omitted"], 671 - 64);
+  // 672 attempts, 64 listed.
+  EXPECT_EQ(r.violations[64].data["omitted"], 672 - 64);
   DestroyAndCheckGone(std::move(sb));
 }
 
