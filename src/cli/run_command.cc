@@ -127,9 +127,10 @@ struct RunFlags {
 
 // Ctrl-C, SIGTERM and SIGHUP kill the running command's whole tree; the run then ends as any other
 // does, and the sandbox is destroyed (cgroups, mounts, run directory). Left to their default
-// action they would end this process and leave all of that behind. Made before this process
-// starts any thread, so that every thread keeps the three blocked and only the watcher takes
-// them (airlock-init clears the mask for what runs in the sandbox).
+// action they would end this process and leave all of that behind. A second one ends this
+// process at once, as the first would have. Made before this process starts any thread, so that
+// every thread keeps the three blocked and only the watcher takes them (airlock-init clears the
+// mask for what runs in the sandbox).
 class InterruptWatch {
  public:
   InterruptWatch() {
@@ -153,11 +154,16 @@ class InterruptWatch {
 
   // The first signal taken, or 0.
   int signal() const { return signal_.load(); }
+  // Whether a signal killed a watched command.
+  bool killed() const { return killed_.load(); }
   // The command a signal kills from now on (nullptr: none); killed at once if one came already.
   void Watch(engine::RunningCommand* command) {
     std::lock_guard lock(mu_);
     command_ = command;
-    if (command_ != nullptr && signal_.load() != 0) command_->Kill();
+    if (command_ != nullptr && signal_.load() != 0) {
+      command_->Kill();
+      killed_ = true;
+    }
   }
 
  private:
@@ -168,15 +174,29 @@ class InterruptWatch {
       if (p[1].revents & POLLIN) return;
       struct signalfd_siginfo info;
       if (::read(signals_.get(), &info, sizeof(info)) != sizeof(info)) continue;
+      const int sig = static_cast<int>(info.ssi_signo);
       int expected = 0;
-      signal_.compare_exchange_strong(expected, static_cast<int>(info.ssi_signo));
+      if (!signal_.compare_exchange_strong(expected, sig)) {
+        // The second: this thread takes it with its default action, which ends the process.
+        sigset_t one;
+        sigemptyset(&one);
+        sigaddset(&one, sig);
+        ::signal(sig, SIG_DFL);
+        ::pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
+        ::raise(sig);
+        continue;
+      }
       std::lock_guard lock(mu_);
-      if (command_ != nullptr) command_->Kill();
+      if (command_ != nullptr) {
+        command_->Kill();
+        killed_ = true;
+      }
     }
   }
 
   UniqueFd signals_, stop_;
   std::atomic<int> signal_{0};
+  std::atomic<bool> killed_{false};
   std::mutex mu_;
   engine::RunningCommand* command_ = nullptr;
   std::thread thread_;
@@ -215,14 +235,13 @@ absl::StatusOr<std::vector<std::string>> LoadSecrets(const RunFlags& f) {
 }
 
 int Run(const RunFlags& f) {
-  InterruptWatch interrupts;
   // One line on stderr (a spec's several problems joined by "; "). With --json a sandbox error
   // (125) is also a CommandResult on stdout, every field present; a usage error (2) prints none:
   // nothing ran, as when the flag parser itself refuses a flag.
   auto fail = [&](int code, const absl::Status& s) {
     std::string line;
     for (char c : Message(s)) line += c == '\n' ? std::string("; ") : std::string(1, c);
-    if (f.json && code == kExitSandboxError) {
+    if (f.json && code != kExitUsage) {
       CommandResult r;
       r.classification = Classification::kSandboxError;
       r.exit_code = kExitSandboxError;
@@ -295,6 +314,8 @@ int Run(const RunFlags& f) {
     return PrintResult(cmdpolicy::BlockedResult(command, d, *redactor), f.json);
   }
 
+  // From here on a signal ends the run cleanly (the proxy and the sandbox start threads).
+  InterruptWatch interrupts;
   netproxy::BlockedEventLog blocked;
   std::unique_ptr<netproxy::EgressProxy> proxy;
   if (spec->network.profile != spec::NetworkProfile::kNone) {
@@ -317,13 +338,19 @@ int Run(const RunFlags& f) {
   options.single_command = true;
   auto sandbox = engine::NativeSandbox::Create(std::move(options));
   if (!sandbox.ok()) {
+    if (int sig = interrupts.signal(); sig != 0) {
+      return fail(128 + sig, absl::CancelledError(
+                                 fmt::format("interrupted by SIG{} while the sandbox was made: {}",
+                                             sigabbrev_np(sig), Message(sandbox.status()))));
+    }
     // A bad request (an unknown protection name...) is the caller's error, not the sandbox's.
     bool usage = sandbox.status().code() == absl::StatusCode::kInvalidArgument;
     return fail(usage ? kExitUsage : kExitSandboxError, sandbox.status());
   }
   engine::ExecOptions exec_options;
   exec_options.secrets = *std::move(secrets);
-  absl::StatusOr<CommandResult> result = absl::CancelledError("interrupted before the command ran");
+  absl::StatusOr<CommandResult> result =
+      absl::CancelledError("interrupted before the command started");
   if (interrupts.signal() == 0) {
     absl::StatusOr<std::unique_ptr<engine::RunningCommand>> running =
         (*sandbox)->Start(command, exec_options);
@@ -339,18 +366,18 @@ int Run(const RunFlags& f) {
   if (!destroyed.ok()) {
     std::fprintf(stderr, "airlock: warning: %s\n", std::string(Message(destroyed)).c_str());
   }
-  if (int sig = interrupts.signal(); sig != 0) {
+  // A signal that came after the command had ended changes nothing of its result.
+  if (int sig = interrupts.signal(); sig != 0 && (interrupts.killed() || !result.ok())) {
     // The result of what ran, if anything did, then the shell's code for a death by that signal.
     std::string why = fmt::format(
-        "interrupted by SIG{}: the command was killed and its sandbox "
-        "removed",
-        sigabbrev_np(sig));
-    if (result.ok()) {
-      result->error = why;
-      PrintResult(*result, f.json);
-    } else {
-      fail(0, absl::CancelledError(why));
+        "interrupted by SIG{}: the command was killed and its sandbox removed", sigabbrev_np(sig));
+    if (!result.ok()) {
+      return fail(128 + sig, absl::CancelledError(
+                                 fmt::format("interrupted by SIG{}: {}; its sandbox was removed",
+                                             sigabbrev_np(sig), Message(result.status()))));
     }
+    result->error = why;
+    PrintResult(*result, f.json);
     return 128 + sig;
   }
   if (!result.ok()) return fail(kExitSandboxError, result.status());

@@ -87,8 +87,37 @@ pid_t WaitFor(const std::function<pid_t()>& probe) {
   return 0;
 }
 
-// Removes the cgroup subtree `base` from every hierarchy (innermost first).
+// The sandboxes (sb-...) with a cgroup under `base`, in any v1 hierarchy or in the v2 tree.
+std::set<std::string> SandboxesUnder(const std::string& base) {
+  std::set<std::string> ids;
+  std::vector<std::string> dirs = {"/sys/fs/cgroup/" + base};
+  for (const std::string& h : Entries("/sys/fs/cgroup")) {
+    dirs.push_back(fmt::format("/sys/fs/cgroup/{}/{}", h, base));
+  }
+  for (const std::string& dir : dirs) {
+    for (const std::string& id : Entries(dir)) {
+      if (id.rfind("sb-", 0) == 0) ids.insert(id);
+    }
+  }
+  return ids;
+}
+
+// Removes the cgroup subtree `base` from every hierarchy (innermost first). A sandbox whose
+// airlock was killed may still have processes exiting in it: tried again for up to 10 s.
+void RemoveCgroupsOnce(const std::string& base);
 void RemoveCgroups(const std::string& base) {
+  for (int i = 0; i < 1000; ++i) {
+    RemoveCgroupsOnce(base);
+    bool left = access(("/sys/fs/cgroup/" + base).c_str(), F_OK) == 0;
+    for (const std::string& h : Entries("/sys/fs/cgroup")) {
+      if (access(fmt::format("/sys/fs/cgroup/{}/{}", h, base).c_str(), F_OK) == 0) left = true;
+    }
+    if (!left) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ADD_FAILURE() << "cgroups left under " << base;
+}
+void RemoveCgroupsOnce(const std::string& base) {
   std::function<void(const std::string&)> remove = [&](const std::string& dir) {
     for (const std::string& e : Entries(dir)) {
       std::string path = dir + "/" + e;
@@ -380,17 +409,45 @@ TEST_F(CliTest, InterruptingAirlockRunKillsTheCommandAndRemovesTheSandbox) {
     EXPECT_EQ(result.value("error", ""),
               fmt::format("interrupted by SIG{}: the command was killed and its sandbox removed",
                           sigabbrev_np(sig)));
-    // Nothing left: no cgroup under the base in any hierarchy (Destroy removes the run directory,
-    // named by the same id, in the same step).
-    for (const std::string& controller : Entries("/sys/fs/cgroup")) {
-      for (const std::string& id : Entries(fmt::format("/sys/fs/cgroup/{}/{}", controller, base))) {
-        if (id.rfind("sb-", 0) != 0) continue;
-        ADD_FAILURE() << "cgroup left behind: " << controller << "/" << base << "/" << id;
-        (void)RemoveTree("/run/airlock/" + id);
-      }
+    // Nothing left: no sandbox cgroup under the base, on v1 or v2, and so no run directory
+    // (named by the same id, removed in the same step).
+    for (const std::string& id : SandboxesUnder(base)) {
+      ADD_FAILURE() << "sandbox left behind: " << base << "/" << id;
+      (void)RemoveTree("/run/airlock/" + id);
     }
     RemoveCgroups(base);
   }
+}
+
+// A second signal ends airlock at once, as the default action of the first would have (the user
+// no longer waits for the cleanup). SIGINT then SIGTERM, sent back to back (two SIGINTs could
+// merge into one while pending): airlock dies of the SIGTERM, and the command dies with it.
+TEST_F(CliTest, ASecondInterruptEndsAirlockAtOnce) {
+  std::string base = fmt::format("airlock-cli-interrupt2-{}", getpid());
+  std::string marker = fmt::format("4444.{}", getpid());
+  pid_t airlock = fork();
+  if (airlock == 0) {
+    setenv("AIRLOCK_CGROUP_BASE", base.c_str(), 1);
+    int null = open("/dev/null", O_RDWR);
+    dup2(null, 1);
+    dup2(null, 2);
+    execl(AIRLOCK_BIN, "airlock", "run", "--log-dir", logs_.c_str(), "--", "sleep", marker.c_str(),
+          nullptr);
+    _exit(127);
+  }
+  ASSERT_GT(WaitFor([&] { return ProcessWithCmdline({"sleep", marker}); }), 0);
+  ASSERT_EQ(kill(airlock, SIGINT), 0);
+  ASSERT_EQ(kill(airlock, SIGTERM), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(airlock, &status, 0), airlock);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
+  EXPECT_EQ(WaitFor([&] {
+              return ProcessWithCmdline({"sleep", marker}) == 0 ? 1 : 0;
+            }),
+            1)
+      << "the sandboxed command outlived airlock";
+  for (const std::string& id : SandboxesUnder(base)) (void)RemoveTree("/run/airlock/" + id);
+  RemoveCgroups(base);
 }
 
 // Case 50: a mode the host cannot provide is an error, never a run without it. Here an outer
