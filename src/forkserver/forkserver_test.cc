@@ -466,6 +466,12 @@ TEST_F(ForkServerTest, AnOversizedRequestIsRefusedOnItsHeader) {
   EXPECT_THAT(
       std::string(error.message()),
       HasSubstr(fmt::format("16777216 bytes, more than the limit of {}", kMaxRequestBytes)));
+  // A client that sends the whole oversized frame before it reads (the project's own) gets the
+  // same answer, not a broken pipe.
+  auto whole =
+      RunRaw(dir_ + "/fs.sock", static_cast<uint32_t>(FrameType::kRun), std::string(3 << 20, 'x'));
+  EXPECT_EQ(whole.status().code(), absl::StatusCode::kInvalidArgument) << whole.status();
+  EXPECT_THAT(std::string(whole.status().message()), HasSubstr("more than the limit"));
 }
 
 // Attack: hold the server's request slots by sending a request a byte at a time, each byte

@@ -163,7 +163,7 @@ absl::StatusOr<std::unique_ptr<ForkServer>> ForkServer::Start(ForkServerOptions 
   }
   if (!S_ISSOCK(node_stat.st_mode)) {
     return fail(FailedPrecondition(
-        fmt::format("{}: no longer the socket just bound (replaced meanwhile)", o.socket_path)));
+        fmt::format("{}: not a socket after bind (replaced meanwhile)", o.socket_path)));
   }
   if (o.socket_group &&
       ::fchownat(node.get(), "", static_cast<uid_t>(-1), *o.socket_group, AT_EMPTY_PATH) != 0) {
@@ -433,7 +433,8 @@ void ForkServer::ServeConnection(int conn) {
   ::setsockopt(conn, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
   uint32_t type = 0, length = 0;
   std::string payload;
-  int err = ReadRequest(conn, Clock::now() + options_.request_timeout, &type, &length, &payload);
+  const Clock::time_point deadline = Clock::now() + options_.request_timeout;
+  int err = ReadRequest(conn, deadline, &type, &length, &payload);
   absl::StatusOr<std::string> reply;
   std::unique_ptr<engine::ForkedSandbox> used;
   if (err == EMSGSIZE) {
@@ -452,6 +453,17 @@ void ForkServer::ServeConnection(int conn) {
   } else {
     Log().Info("request refused", {{"error", Message(reply.status())}});
     init::SendFrame(conn, static_cast<uint32_t>(FrameType::kError), EncodeError(reply.status()));
+  }
+  if (err == EMSGSIZE) {
+    // The client is still sending the payload and reads the answer once it has: closing now
+    // would fail its send (EPIPE) and lose the answer. Its bytes are read and dropped, within the
+    // request's deadline.
+    char sink[64 << 10];
+    for (uint64_t left = length; left > 0;) {
+      size_t n = static_cast<size_t>(std::min<uint64_t>(left, sizeof(sink)));
+      if (ReadBefore(conn, sink, n, deadline) != 0) break;
+      left -= n;
+    }
   }
   AfterReply(std::move(used));
 }
