@@ -60,6 +60,8 @@ absl::Status ResolveError(int err, std::string_view shown) {
       return NotFound(fmt::format("path {}: no such file or directory", shown));
     case ENOTDIR:
       return InvalidArgument(fmt::format("path {}: a component is not a directory", shown));
+    case ENXIO:  // a FIFO without a reader, opened for writing without blocking
+      return InvalidArgument(fmt::format("path {}: not a regular file", shown));
     default:
       return ErrnoStatus(err, fmt::format("path {}", shown));
   }
@@ -202,8 +204,6 @@ absl::StatusOr<UniqueFd> PathGuard::CreateFile(std::string_view path, mode_t mod
   int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK |
               (exclusive ? O_EXCL : O_TRUNC);
   UniqueFd fd(::openat(p.dir.get(), p.name.c_str(), flags, mode));
-  if (!fd && errno == ENXIO)
-    return InvalidArgument(fmt::format("path {}: not a regular file", path));
   if (!fd) return ResolveError(errno, path);
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return ErrnoStatus(errno, fmt::format("stat {}", path));

@@ -71,6 +71,8 @@ TEST_P(PathGuardTest, AFifoUnderTheRootIsRefusedWithoutBlocking) {
   EXPECT_EQ(read.status().code(), absl::StatusCode::kInvalidArgument) << read.status();
   absl::StatusOr<UniqueFd> write = guard_->CreateFile("dir/pipe", 0644, false);
   EXPECT_EQ(write.status().code(), absl::StatusCode::kInvalidArgument) << write.status();
+  absl::StatusOr<UniqueFd> open_write = guard_->OpenPath("dir/pipe", O_WRONLY);
+  EXPECT_EQ(open_write.status().code(), absl::StatusCode::kInvalidArgument) << open_write.status();
   alarm(0);
   absl::StatusOr<UniqueFd> file = guard_->OpenPath("dir/file", O_RDONLY);
   ASSERT_TRUE(file.ok()) << file.status();
