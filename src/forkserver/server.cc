@@ -62,18 +62,12 @@ int ReadBefore(int conn, char* data, size_t size, Clock::time_point deadline) {
 // payload is read or allocated.
 int ReadRequest(int conn, Clock::time_point deadline, uint32_t* type, uint32_t* length,
                 std::string* payload) {
-  char header[8];
+  char header[init::kFrameHeaderBytes];
   if (int err = ReadBefore(conn, header, sizeof(header), deadline); err != 0) return err;
-  uint32_t t = 0, len = 0;
-  for (int i = 0; i < 4; ++i) {
-    t |= static_cast<uint32_t>(static_cast<uint8_t>(header[i])) << (8 * i);
-    len |= static_cast<uint32_t>(static_cast<uint8_t>(header[4 + i])) << (8 * i);
-  }
-  *type = t;
-  *length = len;
-  if (len > kMaxRequestBytes) return EMSGSIZE;
-  payload->resize(len);
-  int err = ReadBefore(conn, payload->data(), len, deadline);
+  init::DecodeFrameHeader(header, type, length);
+  if (*length > kMaxRequestBytes) return EMSGSIZE;
+  payload->resize(*length);
+  int err = ReadBefore(conn, payload->data(), *length, deadline);
   return err == -1 ? EPROTO : err;
 }
 

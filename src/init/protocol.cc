@@ -171,6 +171,16 @@ int ReadFully(int sock, char* data, size_t size) {
 
 }  // namespace
 
+void DecodeFrameHeader(const char* header, uint32_t* type, uint32_t* length) {
+  uint32_t t = 0, len = 0;
+  for (int i = 0; i < 4; ++i) {
+    t |= static_cast<uint32_t>(static_cast<uint8_t>(header[i])) << (8 * i);
+    len |= static_cast<uint32_t>(static_cast<uint8_t>(header[4 + i])) << (8 * i);
+  }
+  *type = t;
+  *length = len;
+}
+
 bool SplitFileRoot(std::string_view path, std::string* root, std::string* rest) {
   if (path.empty() || path.size() > 4096 || path.front() != '/' ||
       path.find('\0') != std::string_view::npos) {
@@ -374,10 +384,7 @@ int ReceiveFrame(int sock, uint32_t* type, std::string* payload, int* fds, int* 
     }
   }
   uint32_t t = 0, len = 0;
-  for (int i = 0; i < 4; ++i) {
-    t |= static_cast<uint32_t>(static_cast<uint8_t>(header[i])) << (8 * i);
-    len |= static_cast<uint32_t>(static_cast<uint8_t>(header[4 + i])) << (8 * i);
-  }
+  DecodeFrameHeader(header, &t, &len);
   if (len > kMaxPayload) {
     close_fds();
     return EMSGSIZE;

@@ -258,6 +258,11 @@ int ReceiveFrame(int sock, uint32_t* type, std::string* payload, int* fds, int* 
 
 // For readers that take no descriptors: any that arrive with the frame are closed.
 int ReceiveFrame(int sock, uint32_t* type, std::string* payload);
+
+// A frame's 8-byte header: its type and its payload's length (for a reader of its own, such as
+// the fork-server's, which holds a request to a deadline).
+inline constexpr size_t kFrameHeaderBytes = 8;
+void DecodeFrameHeader(const char* header, uint32_t* type, uint32_t* length);
 int ReceiveMessage(int sock, MessageType* type, std::string* payload);
 
 }  // namespace airlock::init

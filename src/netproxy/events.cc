@@ -15,7 +15,7 @@ namespace airlock::netproxy {
 bool IsMetadataRefusal(const BlockedNetworkEgress& e) {
   if (e.rule == kRuleDirectConnect) {
     std::optional<IpAddress> address = IpAddress::Parse(e.resolved_address);
-    return address && IsMetadataAddress(*address);
+    return address && MetadataRangeOf(*address) != nullptr;
   }
   return e.rule.starts_with("always-denied:") && e.rule.ends_with("(metadata)");
 }

@@ -138,15 +138,15 @@ const std::vector<DeniedRange>& AlwaysDeniedRanges() {
   return kRanges;
 }
 
-bool IsMetadataAddress(const IpAddress& address) {
+const DeniedRange* MetadataRangeOf(const IpAddress& address) {
   std::vector<IpAddress> views = {address};
   if (std::optional<IpAddress> embedded = address.EmbeddedV4()) views.push_back(*embedded);
   for (const IpAddress& a : views) {
     for (const DeniedRange& r : AlwaysDeniedRanges()) {
-      if (r.metadata && r.cidr.Contains(a)) return true;
+      if (r.metadata && r.cidr.Contains(a)) return &r;
     }
   }
-  return false;
+  return nullptr;
 }
 
 const std::vector<std::string>& DefaultGitProviderHosts() {
@@ -288,15 +288,11 @@ Decision Policy::CheckRequest(const EgressRequest& request) const {
 
 Decision Policy::CheckAddress(const HostName& host, uint16_t port, const IpAddress& address,
                               bool node_local) const {
+  if (const DeniedRange* r = MetadataRangeOf(address)) {
+    return Decision::Block(fmt::format("always-denied:{} ({})", r->text, r->what));
+  }
   std::vector<IpAddress> views = {address};
   if (std::optional<IpAddress> embedded = address.EmbeddedV4()) views.push_back(*embedded);
-  for (const IpAddress& a : views) {
-    for (const DeniedRange& r : AlwaysDeniedRanges()) {
-      if (r.metadata && r.cidr.Contains(a)) {
-        return Decision::Block(fmt::format("always-denied:{} ({})", r.text, r.what));
-      }
-    }
-  }
   for (const IpAddress& a : views) {
     for (const Cidr& c : deny_) {
       if (c.Contains(a)) return Decision::Block(fmt::format("deny-cidr:{}", c.ToString()));

@@ -73,9 +73,9 @@ struct DeniedRange {
 
 // The ranges no sandbox may reach, in every profile (docs/network.md lists them).
 const std::vector<DeniedRange>& AlwaysDeniedRanges();
-// A cloud metadata address (one of those ranges marked metadata), also as the IPv4 address
-// embedded in an IPv6 one.
-bool IsMetadataAddress(const IpAddress& address);
+// The range marked metadata that holds `address`, also as the IPv4 address embedded in an IPv6
+// one; nullptr for any other address.
+const DeniedRange* MetadataRangeOf(const IpAddress& address);
 
 // The hosts of repo-egress when the spec's allowHosts is empty; "@git-providers" in allowHosts
 // stands for this list.

@@ -159,6 +159,14 @@ absl::StatusOr<UniqueFd> PathGuard::Resolve(const std::vector<std::string>& part
 
 namespace {
 
+// Takes away the O_NONBLOCK a file was opened with to check it.
+absl::Status MakeBlocking(int fd, std::string_view path) {
+  if (::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
+    return ErrnoStatus(errno, fmt::format("fcntl {}", path));
+  }
+  return absl::OkStatus();
+}
+
 // OK for a regular file or a directory, which then loses the O_NONBLOCK it was opened with unless
 // the caller asked for it.
 absl::Status RegularOrDirectory(int fd, std::string_view path, bool keep_nonblock) {
@@ -167,10 +175,7 @@ absl::Status RegularOrDirectory(int fd, std::string_view path, bool keep_nonbloc
   if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
     return InvalidArgument(fmt::format("path {}: not a regular file or a directory", path));
   }
-  if (!keep_nonblock && ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
-    return ErrnoStatus(errno, fmt::format("fcntl {}", path));
-  }
-  return absl::OkStatus();
+  return keep_nonblock ? absl::OkStatus() : MakeBlocking(fd, path);
 }
 
 }  // namespace
@@ -209,9 +214,7 @@ absl::StatusOr<UniqueFd> PathGuard::CreateFile(std::string_view path, mode_t mod
   if (::fstat(fd.get(), &st) != 0) return ErrnoStatus(errno, fmt::format("stat {}", path));
   if (!S_ISREG(st.st_mode))
     return InvalidArgument(fmt::format("path {}: not a regular file", path));
-  if (::fcntl(fd.get(), F_SETFL, ::fcntl(fd.get(), F_GETFL) & ~O_NONBLOCK) != 0) {
-    return ErrnoStatus(errno, fmt::format("fcntl {}", path));
-  }
+  RETURN_IF_ERROR(MakeBlocking(fd.get(), path));
   return fd;
 }
 

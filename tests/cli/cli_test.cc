@@ -102,6 +102,25 @@ std::set<std::string> SandboxesUnder(const std::string& base) {
   return ids;
 }
 
+// Starts `airlock ARGS...` in the background with its sandboxes' cgroups under `base` (so that a
+// test finds its own), stdout to `out_path` (or /dev/null) and stderr to /dev/null.
+pid_t StartAirlock(const std::string& base, const std::vector<std::string>& args,
+                   const char* out_path = nullptr) {
+  std::vector<char*> argv = {const_cast<char*>("airlock")};
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("AIRLOCK_CGROUP_BASE", base.c_str(), 1);
+    int null = open("/dev/null", O_RDWR);
+    dup2(out_path != nullptr ? open(out_path, O_WRONLY) : null, 1);
+    dup2(null, 2);
+    execv(AIRLOCK_BIN, argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
 // Removes the cgroup subtree `base` from every hierarchy (innermost first). A sandbox whose
 // airlock was killed may still have processes exiting in it: tried again for up to 10 s.
 void RemoveCgroupsOnce(const std::string& base);
@@ -337,16 +356,8 @@ TEST_F(CliTest, KillingTheSupervisorKillsTheSandbox) {
     SCOPED_TRACE(mode);
     std::string base = fmt::format("airlock-cli-orphan-{}", getpid());
     std::string marker = fmt::format("4242.{}", getpid());
-    pid_t airlock = fork();
-    if (airlock == 0) {
-      setenv("AIRLOCK_CGROUP_BASE", base.c_str(), 1);
-      int null = open("/dev/null", O_RDWR);
-      dup2(null, 1);
-      dup2(null, 2);
-      execl(AIRLOCK_BIN, "airlock", "run", "--log-dir", logs_.c_str(), "--supervisor", mode,
-            "--trace-all", "--", "sleep", marker.c_str(), nullptr);
-      _exit(127);
-    }
+    pid_t airlock = StartAirlock(base, {"run", "--log-dir", logs_, "--supervisor", mode,
+                                        "--trace-all", "--", "sleep", marker});
     pid_t sleeper = WaitFor([&] { return ProcessWithCmdline({"sleep", marker}); });
     ASSERT_GT(sleeper, 0) << "the sandboxed command never started";
     ASSERT_EQ(kill(airlock, SIGKILL), 0);
@@ -358,11 +369,7 @@ TEST_F(CliTest, KillingTheSupervisorKillsTheSandbox) {
         << "the sandboxed command outlived its supervisor";
     // What the killed airlock could not clean up: its cgroups and its run directory, named by
     // the sandbox id as its cgroup is (never another test's, which may run at the same time).
-    for (const std::string& controller : Entries("/sys/fs/cgroup")) {
-      for (const std::string& id : Entries(fmt::format("/sys/fs/cgroup/{}/{}", controller, base))) {
-        if (id.rfind("sb-", 0) == 0) (void)RemoveTree("/run/airlock/" + id);
-      }
-    }
+    for (const std::string& id : SandboxesUnder(base)) (void)RemoveTree("/run/airlock/" + id);
     RemoveCgroups(base);
   }
 }
@@ -378,18 +385,9 @@ TEST_F(CliTest, InterruptingAirlockRunKillsTheCommandAndRemovesTheSandbox) {
     std::string marker = fmt::format("4343.{}", getpid());
     char out_path[] = "/tmp/airlock-cli-out-XXXXXX";
     close(mkstemp(out_path));
-    pid_t airlock = fork();
-    if (airlock == 0) {
-      setenv("AIRLOCK_CGROUP_BASE", base.c_str(), 1);
-      int out = open(out_path, O_WRONLY);
-      int null = open("/dev/null", O_RDWR);
-      dup2(out, 1);
-      dup2(null, 2);
-      std::string script = fmt::format("sleep {} & sleep {}; wait", marker, marker);
-      execl(AIRLOCK_BIN, "airlock", "run", "--json", "--log-dir", logs_.c_str(), "--", "sh", "-c",
-            script.c_str(), nullptr);
-      _exit(127);
-    }
+    std::string script = fmt::format("sleep {} & sleep {}; wait", marker, marker);
+    pid_t airlock = StartAirlock(
+        base, {"run", "--json", "--log-dir", logs_, "--", "sh", "-c", script}, out_path);
     ASSERT_GT(WaitFor([&] {
                 return ProcessWithCmdline({"sleep", marker});
               }),
@@ -425,16 +423,7 @@ TEST_F(CliTest, InterruptingAirlockRunKillsTheCommandAndRemovesTheSandbox) {
 TEST_F(CliTest, ASecondInterruptEndsAirlockAtOnce) {
   std::string base = fmt::format("airlock-cli-interrupt2-{}", getpid());
   std::string marker = fmt::format("4444.{}", getpid());
-  pid_t airlock = fork();
-  if (airlock == 0) {
-    setenv("AIRLOCK_CGROUP_BASE", base.c_str(), 1);
-    int null = open("/dev/null", O_RDWR);
-    dup2(null, 1);
-    dup2(null, 2);
-    execl(AIRLOCK_BIN, "airlock", "run", "--log-dir", logs_.c_str(), "--", "sleep", marker.c_str(),
-          nullptr);
-    _exit(127);
-  }
+  pid_t airlock = StartAirlock(base, {"run", "--log-dir", logs_, "--", "sleep", marker});
   ASSERT_GT(WaitFor([&] { return ProcessWithCmdline({"sleep", marker}); }), 0);
   ASSERT_EQ(kill(airlock, SIGINT), 0);
   ASSERT_EQ(kill(airlock, SIGTERM), 0);
