@@ -254,6 +254,15 @@ int Run(const RunFlags& f) {
   };
   absl::StatusOr<spec::SandboxSpec> spec = LoadSpecWithFlags(f.spec);
   if (!spec.ok()) return fail(kExitUsage, spec.status());
+  // `airlock run` is the native backend. Another level is a request it cannot serve, as a risk
+  // class that needs level 3 or 4 is (the spec loader refuses that one): the caller's to change.
+  if (spec->level != spec::Level::kBasic && spec->level != spec::Level::kHardened) {
+    return fail(kExitUsage,
+                InvalidArgument(fmt::format(
+                    "level {} ({}): airlock run provides levels 1 and 2 (the native backend){}",
+                    static_cast<int>(spec->level), spec::ToString(spec->level),
+                    spec->level == spec::Level::kInterp ? "; level 0 is `airlock interp`" : "")));
+  }
   // A host path the caller named that does not exist is the caller's mistake (exit 2), not a
   // sandbox that could not be made; the engine checks what it is when it binds it.
   std::vector<std::pair<std::string, std::string>> host_paths;

@@ -253,14 +253,26 @@ TEST_F(CliTest, BadFlagsAreOneLineAndExit2) {
   EXPECT_EQ(missing.exit_code, 2);
 }
 
+TEST_F(CliTest, ALevelOtherThanOneOrTwoIsAUsageError) {
+  // `airlock run` is the native backend: a level it does not provide is refused before anything
+  // runs, with exit 2 as a risk class that needs level 3 or 4 is.
+  for (const char* args : {"--level 3 -- true", "--level 4 --json -- true", "--level 0 -- true",
+                           "--risk R4 -- true"}) {
+    Outcome o = Airlock(Run(args));
+    EXPECT_EQ(o.exit_code, 2) << args << ": " << o.err;
+    EXPECT_EQ(o.out, "") << args;
+    EXPECT_NE(o.err.find("level"), std::string::npos) << args << ": " << o.err;
+  }
+  EXPECT_NE(Airlock(Run("--level 3 -- true"))
+                .err.find("level 3 (gvisor): airlock run provides levels 1 and 2"),
+            std::string::npos);
+  EXPECT_NE(Airlock(Run("--level 0 -- true")).err.find("level 0 is `airlock interp`"),
+            std::string::npos);
+}
+
 TEST_F(CliTest, SandboxErrorIs125) {
-  // A level this backend cannot provide fails closed before anything runs.
-  Outcome o = Airlock(Run("--level 3 -- true"));
-  EXPECT_EQ(o.exit_code, 125) << o.err;
-  EXPECT_NE(o.err.find("level 3 (gvisor) is not served by the native backend"), std::string::npos)
-      << o.err;
   // With --json the sandbox error is a CommandResult with every field.
-  o = Airlock(Run("--json --tools-dir /definitely/missing -- true"));
+  Outcome o = Airlock(Run("--json --tools-dir /definitely/missing -- true"));
   EXPECT_EQ(o.exit_code, 125) << o.err;
   nlohmann::json j = nlohmann::json::parse(o.out, nullptr, false);
   ASSERT_TRUE(j.is_object()) << o.out;
