@@ -209,8 +209,10 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
                          }),
                      starting);
   }
-  sb->records_blocked_ =
-      sb->options_.egress.blocked != nullptr && (sb->egress_bound_ || sb->observer_);
+  // A supervisor's routed connects go to the log as the observer's would (FinishSupervisor).
+  sb->records_blocked_ = sb->options_.egress.blocked != nullptr &&
+                         (sb->egress_bound_ || sb->observer_ ||
+                          sb->syscall_policy_->mode() != spec::SupervisorMode::kNone);
   sb->timings_.init_filter = Since(t_filter);
   sb->init_filtered_ = !notify;
   sb->control_reader_ = std::thread([raw = sb.get()] { raw->ReadControl(); });
@@ -458,6 +460,35 @@ std::optional<supervisor::DirectAttempt> ParseInetEndpoint(std::string_view text
   }
   return supervisor::DirectAttempt{.address = std::move(address), .port = port};
 }
+
+// Under a supervisor the connect observer is off (the supervisor's filter holds the one listener
+// a process's filters may have, or outranks ptrace's traced calls), so the connects routed to
+// the supervisor stand in for it: every one when the policy routes connect and sendto. Each to a
+// non-local address is recorded as it is decoded, as the observer's attempts are, so the log's
+// flood limits and metadata budget apply to both alike; then the event goes on to the caller's
+// sink, if any.
+class RoutedConnects : public SyscallEventSink {
+ public:
+  RoutedConnects(std::function<void(const supervisor::DirectAttempt&)> record,
+                 SyscallEventSink* next)
+      : record_(std::move(record)), next_(next) {}
+
+  void OnSyscallEvent(const SyscallEvent& e) override {
+    if (e.kind == SyscallEventKind::kConnect && e.syscall != "bind") {
+      std::optional<supervisor::DirectAttempt> attempt = ParseInetEndpoint(e.address);
+      if (attempt && !supervisor::IsLocalAddress(attempt->address)) {
+        attempt->syscall = e.syscall;
+        attempt->time = std::chrono::system_clock::now();
+        record_(*attempt);
+      }
+    }
+    if (next_ != nullptr) next_->OnSyscallEvent(e);
+  }
+
+ private:
+  std::function<void(const supervisor::DirectAttempt&)> record_;
+  SyscallEventSink* next_;
+};
 
 }  // namespace
 
@@ -776,6 +807,9 @@ struct RunningCommand::State {
   // outlive this state with keep_background); cg_mu orders those kills with ours.
   std::shared_ptr<Cgroup> cg;
   std::shared_ptr<std::mutex> cg_mu = std::make_shared<std::mutex>();
+  // The supervisor's event sink when it records routed connects (declared before `sup`, which
+  // calls it until it goes).
+  std::unique_ptr<SyscallEventSink> routed_connects;
   std::unique_ptr<supervisor::Supervisor> sup;
   UniqueFd out_r, err_r, in_w;
   std::string raw_path;
@@ -915,12 +949,23 @@ absl::StatusOr<std::unique_ptr<RunningCommand>> NativeSandbox::Start(const Comma
   st->egress_dropped = records_blocked_ ? options_.egress.blocked->Dropped(id_) : 0;
   if (records_blocked_) StartProxyClientRun(st->proxy_client);
   auto end_run_on_failure = [this, &st] { EndProxyClientRun(st->proxy_client); };
+  SyscallEventSink* events = options.syscall_events;
+  if (records_blocked_ && syscall_policy_->mode() != spec::SupervisorMode::kNone) {
+    st->routed_connects = std::make_unique<RoutedConnects>(
+        [this, client = st->proxy_client](const supervisor::DirectAttempt& attempt) {
+          netproxy::BlockedNetworkEgress event = DirectAttemptEvent(attempt);
+          event.client = client;
+          options_.egress.blocked->Record(std::move(event));
+        },
+        events);
+    events = st->routed_connects.get();
+  }
   absl::StatusOr<std::unique_ptr<supervisor::Supervisor>> sup = StartSupervisor(
       [cg = st->cg, mu = st->cg_mu] {
         std::lock_guard lock(*mu);
         (void)cg->Kill();
       },
-      options.syscall_events);
+      events);
   if (!sup.ok()) {
     end_run_on_failure();
     (void)::unlink(st->raw_path.c_str());
@@ -1202,24 +1247,6 @@ void NativeSandbox::FinishSupervisor(std::unique_ptr<supervisor::Supervisor> sup
         {"syscall",
          fmt::format("{} denied by {} ({})", e.syscall, supervisor::RuleName(e.rule), e.action),
          ToJson(e)});
-  }
-  // The connect observer is off under a supervisor (its filter holds the one listener a chain
-  // may have, or outranks ptrace's traced calls): the connects routed to the supervisor stand in
-  // for it, which is every one when the policy routes connect and sendto. As the observer's,
-  // only for a caller that keeps blocked events.
-  if (options_.egress.blocked != nullptr) {
-    constexpr size_t kMaxDirectViolations = 64;
-    size_t direct = 0;
-    for (const Endpoint& endpoint : result.syscalls.endpoints) {
-      if (direct == kMaxDirectViolations) break;
-      if (endpoint.syscall == "bind") continue;
-      std::optional<supervisor::DirectAttempt> attempt = ParseInetEndpoint(endpoint.address);
-      if (!attempt || supervisor::IsLocalAddress(attempt->address)) continue;
-      attempt->syscall = endpoint.syscall;
-      attempt->time = std::chrono::system_clock::now();
-      result.violations.push_back(netproxy::ToViolation(DirectAttemptEvent(*attempt)));
-      ++direct;
-    }
   }
   if (!done && wait) {
     Log().Warn("syscall supervisor still busy after the command", {{"sandbox", id_.value()}});

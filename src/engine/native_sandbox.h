@@ -356,7 +356,8 @@ class NativeSandbox {
   // Reports the direct connects the kernel refuses (supervisor/connect_observer.h) into
   // options_.egress.blocked; without a syscall supervisor, whose filter takes the listener.
   std::unique_ptr<supervisor::ConnectObserver> observer_;
-  // Commands' blocked events are recorded (an egress path or the observer, and a log).
+  // Commands' blocked events are recorded (an egress path, the observer or a supervisor's routed
+  // connects, and a log).
   bool records_blocked_ = false;
   // The BlockedNetworkEgress of an attempt (its client is the cmd-N of its cgroup, if any).
   netproxy::BlockedNetworkEgress DirectAttemptEvent(const supervisor::DirectAttempt& attempt) const;

@@ -570,9 +570,12 @@ TEST_F(NetworkTest, AFloodOfRefusalsDoesNotHideAMetadataAttempt) {
 }
 
 // Attack: as above, in sandboxes with a syscall supervisor, whose filter leaves no room for the
-// connect observer. Expected: with a policy that routes connect and the addressed sends, the
-// supervisor's record of them stands in: the same direct-connect violation, under notify and
-// under ptrace.
+// connect observer; then 100 refused connects to distinct addresses (more than the supervisor's
+// own report keeps) ahead of one to the metadata address. Expected: with a policy that routes
+// connect and the addressed sends, the supervisor's record of them stands in: the same
+// direct-connect violation, under notify and under ptrace; the metadata attempt is listed first,
+// 64 attempts in all and a count of the 37 left out, and the command is EXIT_NONZERO (no policy
+// would let a direct connect through), as with the connect observer.
 TEST_F(NetworkTest, UnderASupervisorTheRoutedConnectsAreListedToo) {
   int modes = 0;
   for (spec::SupervisorMode mode : {spec::SupervisorMode::kNotify, spec::SupervisorMode::kPtrace}) {
@@ -592,6 +595,24 @@ TEST_F(NetworkTest, UnderASupervisorTheRoutedConnectsAreListedToo) {
     EXPECT_EQ(r.violations[0].data["host"], TestNetwork::kHostA);
     EXPECT_EQ(r.violations[0].data["method"], "connect");
     EXPECT_TRUE(Exec(*sb, {"/opt/probe", "connect-tcp", "127.0.0.1", "9"}).violations.empty());
+    r = Exec(*sb, {"sh", "-c",
+                   "python3 -c \"\n"
+                   "import socket\n"
+                   "for i in range(100):\n"
+                   "    s = socket.socket()\n"
+                   "    try: s.connect(('10.0.%d.%d' % (i // 50, i % 50 + 1), 80))\n"
+                   "    except OSError: pass\n"
+                   "    s.close()\n"
+                   "\"; /opt/probe connect-tcp 169.254.169.254 80; exit 1"});
+    EXPECT_EQ(r.exit_code, 1) << r.stderr_preview;
+    EXPECT_EQ(r.stdout_preview, "connect-tcp: ENETUNREACH\n");
+    EXPECT_EQ(r.classification, Classification::kExitNonzero);
+    ASSERT_EQ(r.violations.size(), 65u) << r.stderr_preview;
+    EXPECT_EQ(r.violations[0].data["host"], "169.254.169.254");
+    EXPECT_EQ(r.violations[0].data["rule"], "direct-connect");
+    EXPECT_EQ(r.violations[1].data["host"], "10.0.0.1");
+    EXPECT_EQ(r.violations[64].kind, "BlockedNetworkEgressOmitted");
+    EXPECT_EQ(r.violations[64].data["omitted"], 101 - 64);
     DestroyAndCheckGone(std::move(sb));
   }
   if (modes == 0) GTEST_SKIP() << "this host provides neither supervisor mode";
