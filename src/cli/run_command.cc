@@ -154,16 +154,12 @@ class InterruptWatch {
 
   // The first signal taken, or 0.
   int signal() const { return signal_.load(); }
-  // Whether a signal killed a watched command.
-  bool killed() const { return killed_.load(); }
   // The command a signal kills from now on (nullptr: none); killed at once if one came already.
+  // Whether the kill ended it is the command's to say (RunningCommand::killed).
   void Watch(engine::RunningCommand* command) {
     std::lock_guard lock(mu_);
     command_ = command;
-    if (command_ != nullptr && signal_.load() != 0) {
-      command_->Kill();
-      killed_ = true;
-    }
+    if (command_ != nullptr && signal_.load() != 0) command_->Kill();
   }
 
  private:
@@ -187,16 +183,12 @@ class InterruptWatch {
         continue;
       }
       std::lock_guard lock(mu_);
-      if (command_ != nullptr) {
-        command_->Kill();
-        killed_ = true;
-      }
+      if (command_ != nullptr) command_->Kill();
     }
   }
 
   UniqueFd signals_, stop_;
   std::atomic<int> signal_{0};
-  std::atomic<bool> killed_{false};
   std::mutex mu_;
   engine::RunningCommand* command_ = nullptr;
   std::thread thread_;
@@ -360,6 +352,7 @@ int Run(const RunFlags& f) {
   exec_options.secrets = *std::move(secrets);
   absl::StatusOr<CommandResult> result =
       absl::CancelledError("interrupted before the command started");
+  bool killed = false;  // a signal's kill ended the command
   if (interrupts.signal() == 0) {
     absl::StatusOr<std::unique_ptr<engine::RunningCommand>> running =
         (*sandbox)->Start(command, exec_options);
@@ -367,6 +360,7 @@ int Run(const RunFlags& f) {
       interrupts.Watch(running->get());
       result = (*running)->Wait();
       interrupts.Watch(nullptr);
+      killed = (*running)->killed();
     } else {
       result = running.status();
     }
@@ -376,7 +370,7 @@ int Run(const RunFlags& f) {
     std::fprintf(stderr, "airlock: warning: %s\n", std::string(Message(destroyed)).c_str());
   }
   // A signal that came after the command had ended changes nothing of its result.
-  if (int sig = interrupts.signal(); sig != 0 && (interrupts.killed() || !result.ok())) {
+  if (int sig = interrupts.signal(); sig != 0 && (killed || !result.ok())) {
     // The result of what ran, if anything did, then the shell's code for a death by that signal.
     std::string why = fmt::format(
         "interrupted by SIG{}: the command was killed and its sandbox removed", sigabbrev_np(sig));

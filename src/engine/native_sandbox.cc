@@ -825,6 +825,7 @@ struct RunningCommand::State {
   Clock::time_point t_start;
   Timings timings;
   bool waited = false;
+  bool killed = false;  // Wait killed the tree at the caller's request (Kill)
 
   absl::Status KillTree(milliseconds timeout = std::chrono::seconds(5)) {
     std::lock_guard lock(*cg_mu);
@@ -854,6 +855,8 @@ pid_t RunningCommand::pid() const { return state_->ns_pid; }
 absl::Status RunningCommand::Signal(int signal) {
   return state_->sandbox->SendSignal(state_->ns_pid, signal);
 }
+
+bool RunningCommand::killed() const { return state_->killed; }
 
 void RunningCommand::Kill() {
   uint64_t one = 1;
@@ -1087,7 +1090,10 @@ absl::StatusOr<CommandResult> RunningCommand::Wait() {
           st.in_w.Reset();
         }
       }
-      if (idx_kill >= 0 && p[idx_kill].revents) kill_tree();
+      if (idx_kill >= 0 && p[idx_kill].revents) {
+        st.killed = !tree_killed && !exited;
+        kill_tree();
+      }
       if (idx_exit >= 0 && p[idx_exit].revents) {
         std::lock_guard lock(sb.control_mu_);
         if (st.exit->exited || st.exit->init_gone) {

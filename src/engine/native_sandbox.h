@@ -209,6 +209,9 @@ class RunningCommand {
   absl::Status Signal(int signal);
   // Kills the command's whole process tree (its cgroup); Wait reports it as killed.
   void Kill();
+  // After Wait: whether a Kill() ended the command (false when it came after the command had
+  // ended on its own).
+  bool killed() const;
 
   struct State;
 

@@ -493,7 +493,17 @@ TEST_F(ConcurrentCommandsTest, PausedSandboxUsesNoCpuAndResumes) {
   EXPECT_GT(ran, 50000) << "a resumed sandbox did not run";
   (*spin)->Kill();
   EXPECT_TRUE((*spin)->Wait().ok());
+  EXPECT_TRUE((*spin)->killed()) << "the kill ended a command that would have spun on";
   spin->reset();
+  // A kill asked for after the command ended on its own (here, after Wait) changes nothing.
+  auto quick = sb->Start({.argv = {"/bin/true"}}, {});
+  ASSERT_TRUE(quick.ok()) << quick.status();
+  absl::StatusOr<CommandResult> done = (*quick)->Wait();
+  ASSERT_TRUE(done.ok()) << done.status();
+  (*quick)->Kill();
+  EXPECT_FALSE((*quick)->killed());
+  EXPECT_EQ(done->exit_code, 0);
+  quick->reset();
   DestroyAndCheckGone(std::move(sb));
 }
 
