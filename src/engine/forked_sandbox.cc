@@ -119,7 +119,7 @@ absl::StatusOr<std::unique_ptr<ForkedSandbox>> ForkedSandbox::Prepare(SandboxOpt
   }
   sb->plan_ = std::make_unique<Plan>();
   Plan& plan = *sb->plan_;
-  std::tie(plan.host_uid, plan.host_gid) = HostIds(sb->options_);
+  ASSIGN_OR_RETURN(std::tie(plan.host_uid, plan.host_gid), HostIds(sb->options_));
   ASSIGN_OR_RETURN(internal::PlanInputs in,
                    PreparePlanInputs(sb->options_, sb->run_dir_, sb->degraded_));
   ASSIGN_OR_RETURN(plan.worker.setup, internal::BuildPlan(in, &plan.owned_fds),

@@ -139,7 +139,7 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
   sb->log_dir_ = sb->options_.log_dir.empty() ? sb->run_dir_ + "/logs" : sb->options_.log_dir;
 
   Setup setup;
-  std::tie(setup.host_uid, setup.host_gid) = HostIds(sb->options_);
+  ASSIGN_OR_RETURN(std::tie(setup.host_uid, setup.host_gid), HostIds(sb->options_));
   ASSIGN_OR_RETURN(internal::PlanInputs in,
                    PreparePlanInputs(sb->options_, sb->run_dir_, sb->degraded_));
   RETURN_IF_ERROR(MakeDirs(sb->log_dir_, 0700));

@@ -388,6 +388,38 @@ namespace {
 
 class ConcurrentCommandsTest : public testing::SandboxTest {};
 
+// Attack: a sandbox user whose host id (host_id_base + uid, 10^9 + uid by default) wraps past
+// 2^32 onto a real host account: uid 3294967296 would map to host uid 0, 3294967338 to gid 42.
+// Expected: the spec's validation refuses such an id (SpecValidateTest), and the engine, given
+// one anyway, refuses any base and id whose sum leaves the host's id space, naming both, before
+// anything is made.
+TEST_F(ConcurrentCommandsTest, AUserBeyondTheHostsIdSpaceIsRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "ids are mapped only as root";
+  spec::SandboxSpec wraps = TestSpec();
+  wraps.user.uid = 3294967296u;
+  auto refused = TryCreate(wraps);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().ToString().find("user 3294967296:10001 with host id base 1000000000 "
+                                             "is outside the host's id space"),
+            std::string::npos)
+      << refused.status();
+  SandboxOptions o;
+  o.spec = TestSpec();
+  o.tools_dir = AIRLOCK_TEST_TOOLS_DIR;
+  o.cgroups = cgroups_.get();
+  o.host_id_base = UINT32_MAX - 5000;  // + 10001 leaves the 32 bits
+  refused = NativeSandbox::Create(o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().ToString().find("outside the host's id space"), std::string::npos)
+      << refused.status();
+  o.host_id_base = 1000000000;
+  auto made = NativeSandbox::Create(o);
+  ASSERT_TRUE(made.ok()) << made.status();
+  DestroyAndCheckGone(*std::move(made));
+}
+
 TEST_F(ConcurrentCommandsTest, SignalReachesTheProcessGroupAndIdsAreTheCallers) {
   auto sb = Create(TestSpec());
   ASSERT_NE(sb, nullptr);

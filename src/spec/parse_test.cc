@@ -162,8 +162,8 @@ TEST(ParseSpecTest, EnumValuesAreCaseSensitiveAndListed) {
 
 TEST(ParseSpecTest, IntegersMustFitTheirField) {
   EXPECT_EQ(ErrorOf(R"({"user": {"uid": -1, "gid": 4294967296}})"),
-            "user.uid: must be between 1 and 4294967294\n"
-            "user.gid: must be between 1 and 4294967294");
+            "user.uid: must be between 1 and 2147483647\n"
+            "user.gid: must be between 1 and 2147483647");
   EXPECT_EQ(ErrorOf(R"({"resources": {"memoryMb": 9223372036854775808}})"),
             "resources.memoryMb: 9223372036854775808 is out of range "
             "(-9223372036854775808..9223372036854775807)");

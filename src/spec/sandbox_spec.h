@@ -50,8 +50,13 @@ enum class OutputLimitAction {
   kKill,      // kill the command at the cap; classification OUTPUT_LIMIT
 };
 
+// The largest uid or gid a sandbox's user may have. A sandbox's id maps to a host id above a base
+// (engine::SandboxOptions::host_id_base, 10^9 by default); keeping ids below 2^31 keeps that sum
+// inside the host's 32-bit id space, where a wrap would land on a real host account (root).
+inline constexpr uint32_t kMaxUserId = 2147483647;
+
 struct User {
-  uint32_t uid = 10001;
+  uint32_t uid = 10001;  // 1..kMaxUserId
   uint32_t gid = 10001;
 
   friend bool operator==(const User&, const User&) = default;

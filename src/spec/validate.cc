@@ -426,8 +426,8 @@ class Checker {
     auto id = [&](const char* path, uint32_t value) {
       if (value == 0) {
         Add(path, "must not be 0 (root)");
-      } else if (value == UINT32_MAX) {
-        Add(path, "must be between 1 and 4294967294");
+      } else if (value > kMaxUserId) {
+        Add(path, fmt::format("must be between 1 and {}", kMaxUserId));
       }
     };
     id("user.uid", spec_.user.uid);

@@ -237,10 +237,20 @@ Classification Classify(const CommandResult& r, const CgroupStats& stats, bool o
   return Classification::kOk;
 }
 
-std::pair<uid_t, gid_t> HostIds(const SandboxOptions& options) {
-  if (::geteuid() != 0) return {::getuid(), ::getgid()};
-  return {options.host_id_base + options.spec.user.uid,
-          options.host_id_base + options.spec.user.gid};
+absl::StatusOr<std::pair<uid_t, gid_t>> HostIds(const SandboxOptions& options) {
+  if (::geteuid() != 0) return std::pair<uid_t, gid_t>{::getuid(), ::getgid()};
+  // Added in 64 bits: the largest valid host id is 2^32 - 2 ((uid_t)-1 means "no change").
+  constexpr uint64_t kMaxHostId = UINT32_MAX - 1;
+  const uint64_t uid = uint64_t{options.host_id_base} + options.spec.user.uid;
+  const uint64_t gid = uint64_t{options.host_id_base} + options.spec.user.gid;
+  if (options.spec.user.uid == 0 || options.spec.user.gid == 0 || uid > kMaxHostId ||
+      gid > kMaxHostId) {
+    return InvalidArgument(fmt::format(
+        "user {}:{} with host id base {} is outside the host's id space (1..{} above the base)",
+        options.spec.user.uid, options.spec.user.gid, options.host_id_base,
+        kMaxHostId - options.host_id_base));
+  }
+  return std::pair<uid_t, gid_t>{static_cast<uid_t>(uid), static_cast<gid_t>(gid)};
 }
 
 absl::StatusOr<PlanInputs> PreparePlanInputs(const SandboxOptions& options,
@@ -252,7 +262,7 @@ absl::StatusOr<PlanInputs> PreparePlanInputs(const SandboxOptions& options,
   in.rootfs = s.image.empty() ? s.rootfs : options.image_rootfs;
   in.run_dir = run_dir;
   in.tools_dir = options.tools_dir;
-  std::tie(in.host_uid, in.host_gid) = HostIds(options);
+  ASSIGN_OR_RETURN(std::tie(in.host_uid, in.host_gid), HostIds(options));
   in.landlock_abi = s.level == spec::Level::kHardened && !Allowed(degraded, "landlock")
                         ? ProbeHost().landlock_abi
                         : 0;

@@ -80,8 +80,9 @@ bool ReadAvailable(int fd, OutputCapture::Stream stream, Deliver& deliver, bool*
 }
 
 // The host uid and gid a sandbox's ids map to: host_id_base + spec.user as root, else the
-// caller's own.
-std::pair<uid_t, gid_t> HostIds(const SandboxOptions& options);
+// caller's own. InvalidArgument when the sum leaves the host's id space (it would wrap onto a
+// real host account, root among them).
+absl::StatusOr<std::pair<uid_t, gid_t>> HostIds(const SandboxOptions& options);
 
 // The mount plan's inputs for a sandbox whose run directory is `run_dir` (Landlock at level 2
 // unless degraded), with the run directory's root/ and setup/ mount points made.

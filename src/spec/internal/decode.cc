@@ -227,7 +227,7 @@ void DecodeUser(Decoder& d, const json& value, const std::string& path, User* us
       bool fits = v.is_number_unsigned() ? v.get<uint64_t>() <= UINT32_MAX
                                          : v.get<int64_t>() >= 0 && v.get<int64_t>() <= UINT32_MAX;
       if (!fits) {
-        d.Error(p, "must be between 1 and 4294967294");
+        d.Error(p, fmt::format("must be between 1 and {}", kMaxUserId));
         return;
       }
       *out = static_cast<uint32_t>(v.get<uint64_t>());
