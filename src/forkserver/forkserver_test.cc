@@ -209,6 +209,42 @@ TEST_F(ForkServerTest, APreloadsWritableSharedMemoryReachesNoWorker) {
   }
 }
 
+// Attack: read an earlier request's code, secrets and all, from the memory a worker inherits from
+// the zygote. Four requests carry a marker after a comment of 2 to 40 KB; after two more, a
+// worker reads every writable mapping of its own (/proc/self/maps, then ctypes) looking for
+// the marker, whose two halves its own code holds apart (so it cannot find itself). Expected: not
+// found, because the zygote wipes each request once its worker is forked. Before, it was found
+// every time.
+TEST_F(ForkServerTest, ALaterWorkerFindsNoEarlierRequestsCode) {
+  StartServer();
+  std::string tag = Sha256Hex(std::to_string(::getpid()) + dir_).substr(0, 16);
+  std::string marker = "LEAKMARK-" + tag;
+  std::string hex;
+  for (char c : tag) hex += fmt::format("{:02x}", static_cast<unsigned char>(c));
+  for (size_t size : {2048, 8192, 16384, 40960}) {
+    EXPECT_EQ(RunPython("# " + std::string(size, 'x') + "\n# " + marker + "\nprint('ok')\n")
+                  .stdout_preview,
+              "ok\n");
+  }
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(RunPython("print(1)").stdout_preview, "1\n");
+  CommandResult scan = RunPython("head, tail = b'LEAKMARK-', bytes.fromhex('" + hex +
+                                 "')\n"
+                                 "import ctypes\n"
+                                 "found = scanned = 0\n"
+                                 "for line in open('/proc/self/maps').read().splitlines():\n"
+                                 "    f = line.split()\n"
+                                 "    if not f[1].startswith('rw'): continue\n"
+                                 "    lo, hi = (int(x, 16) for x in f[0].split('-'))\n"
+                                 "    data = ctypes.string_at(lo, hi - lo)\n"
+                                 "    scanned += len(data)\n"
+                                 "    at = data.find(head)\n"
+                                 "    while at >= 0:\n"
+                                 "        found += data.startswith(tail, at + len(head))\n"
+                                 "        at = data.find(head, at + 1)\n"
+                                 "print('found', found, 'scanned', scanned > 1000000)\n");
+  EXPECT_EQ(scan.stdout_preview, "found 0 scanned True\n") << scan.stderr_preview;
+}
+
 TEST_F(ForkServerTest, WorkerIsAloneInItsPidNamespace) {
   StartServer();
   // Attack: find the zygote or other workers by pid. The worker is pid 1 of its own namespace and

@@ -16,6 +16,21 @@
 namespace airlock::forkserver::internal {
 namespace {
 
+// Every later worker is forked from the zygote's memory: a request's code and environment must
+// not stay in it, freed but readable, for the next worker to find. The payload and the decoded
+// request are the only copies (each one allocation: ReceiveFrame sizes the payload once, the
+// request's fields are built from it in one copy each).
+void Wipe(std::string& s) {
+  if (!s.empty()) ::explicit_bzero(s.data(), s.size());
+}
+
+void Wipe(std::string& payload, ForkRequest& request) {
+  Wipe(payload);
+  Wipe(request.plan);
+  for (std::string& e : request.env) Wipe(e);
+  Wipe(request.code);
+}
+
 int Reply(const ForkReply& reply, int pidfd) {
   return init::SendFrame(kZygoteFd, static_cast<uint32_t>(ZygoteFrame::kForked),
                          EncodeForkReply(reply), &pidfd, pidfd >= 0 ? 1 : 0);
@@ -46,6 +61,7 @@ std::optional<ForkRequest> ServeForks(int threads, const ForkHooks& hooks) {
     if (type != static_cast<uint32_t>(ZygoteFrame::kFork) ||
         !DecodeForkRequest(payload, &request)) {
       for (int i = 0; i < nfds; ++i) ::close(fds[i]);
+      Wipe(payload, request);
       reply.err = EINVAL;
       reply.message = "malformed fork request";
       if (Reply(reply, -1) != 0) return std::nullopt;
@@ -55,6 +71,7 @@ std::optional<ForkRequest> ServeForks(int threads, const ForkHooks& hooks) {
     absl::StatusOr<engine::ForkedWorker> worker =
         engine::ForkWorker(request.plan, fds, nfds, threads, hooks.before_clone);
     if (worker.ok() && worker->pid == 0) return request;
+    Wipe(payload, request);
     if (hooks.after) hooks.after();
     for (int i = 0; i < nfds; ++i) ::close(fds[i]);
     int pidfd = -1;
