@@ -50,7 +50,14 @@ void OutputCapture::Add(Stream s, std::string_view data) {
         status_ = fd.status();
       }
     }
-    if (raw_fd_ >= 0 && status_.ok()) status_ = WriteAll(raw_fd_, keep);
+    if (raw_fd_ >= 0 && status_.ok() && !keep.empty()) {
+      record_.clear();
+      record_.push_back(static_cast<char>(s));
+      const auto length = static_cast<uint32_t>(keep.size());
+      for (int i = 0; i < 4; ++i) record_.push_back(static_cast<char>((length >> (8 * i)) & 0xff));
+      record_.append(keep);
+      status_ = WriteAll(raw_fd_, record_);
+    }
     kept_ += static_cast<int64_t>(keep.size());
     if (keep.size() < data.size()) truncated_ = true;
   } else if (!data.empty()) {

@@ -20,6 +20,12 @@ class OutputCapture {
  public:
   enum Stream { kStdout = 0, kStderr = 1 };
 
+  // The raw file holds the kept bytes of both streams in the order they came, as records: the
+  // stream (one byte, 0 or 1), the length (four bytes, little-endian), the bytes. It is never
+  // shown as it is: FinishOutput redacts each stream on its own into the log, so output of one
+  // stream that comes in the middle of a secret on the other does not hide it.
+  static constexpr size_t kRecordHeaderBytes = 5;
+
   // raw_fd: where kept bytes are written (not owned); -1 keeps nothing. Previews show
   // preview_bytes of each end of a stream; context_bytes more are kept on the inner side so a
   // secret crossing a preview's edge is still seen whole by the redactor.
@@ -70,6 +76,7 @@ class OutputCapture {
   int64_t kept_ = 0;
   bool truncated_ = false;
   StreamState streams_[2];
+  std::string record_;  // the record being written (reused)
   absl::Status status_;
 };
 

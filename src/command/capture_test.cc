@@ -21,7 +21,8 @@ TEST(CaptureTest, KeepsUpToTheCapAndCountsEverything) {
   EXPECT_TRUE(cap.truncated());
   EXPECT_EQ(cap.bytes(OutputCapture::kStdout), 10);
   EXPECT_EQ(cap.bytes(OutputCapture::kStderr), 7);
-  EXPECT_EQ(*ReadFile(path), "hello worl");
+  // Records: stream, length (little-endian), bytes.
+  EXPECT_EQ(*ReadFile(path), std::string("\0\6\0\0\0hello \1\4\0\0\0worl", 20));
   EXPECT_EQ(cap.FinishSha256(OutputCapture::kStdout), Sha256Hex("hello more"));
   unlink(path);
 }
@@ -45,7 +46,7 @@ TEST(CaptureTest, RawLogIsOpenedWithTheFirstKeptByteOnly) {
   EXPECT_EQ(opened, 1);
   EXPECT_TRUE(cap.status().ok()) << cap.status();
   close(fd);
-  EXPECT_EQ(*ReadFile(path), "hello worl");
+  EXPECT_EQ(*ReadFile(path), std::string("\0\6\0\0\0hello \1\4\0\0\0worl", 20));
   unlink(path);
 }
 

@@ -37,6 +37,63 @@ absl::Status AnalyzeInto(const CommandSpec& command, const Redactor& redactor,
   return absl::OkStatus();
 }
 
+// Redacts the raw file (OutputCapture's records) into `out_fd`. Each stream goes through a
+// redactor of its own, so that stderr arriving in the middle of a secret printed on stdout (or
+// the reverse) does not split it out of sight; the redacted bytes are written in the order they
+// come out, which keeps the streams' interleaving except where a redactor holds bytes back. With
+// `cut`, the log was cut at its cap and either stream may end inside a secret.
+absl::Status RedactRecords(const Redactor& redactor, int in_fd, int out_fd, bool cut) {
+  CutStreamRedactor streams[2] = {{redactor, cut}, {redactor, cut}};
+  std::string buffer;  // bytes read and not yet taken
+  size_t taken = 0;
+  bool eof = false;
+  // Makes at least `n` bytes available after `taken` unless the file ends first.
+  auto fill = [&](size_t n) -> absl::Status {
+    while (!eof && buffer.size() - taken < n) {
+      buffer.erase(0, taken);
+      taken = 0;
+      char chunk[64 << 10];
+      ssize_t r = ::read(in_fd, chunk, sizeof(chunk));
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) return ErrnoStatus(errno, "read raw log");
+      if (r == 0) eof = true;
+      buffer.append(chunk, static_cast<size_t>(r));
+    }
+    return absl::OkStatus();
+  };
+  std::string out;
+  for (;;) {
+    RETURN_IF_ERROR(fill(OutputCapture::kRecordHeaderBytes));
+    size_t left = buffer.size() - taken;
+    if (left == 0) break;
+    if (left < OutputCapture::kRecordHeaderBytes)
+      return absl::DataLossError("raw log: a record cut short");
+    const auto stream = static_cast<uint8_t>(buffer[taken]);
+    uint32_t length = 0;
+    for (int i = 0; i < 4; ++i) {
+      length |= static_cast<uint32_t>(static_cast<uint8_t>(buffer[taken + 1 + i])) << (8 * i);
+    }
+    if (stream > 1) return absl::DataLossError("raw log: a record of no stream");
+    taken += OutputCapture::kRecordHeaderBytes;
+    while (length > 0) {
+      RETURN_IF_ERROR(fill(1));
+      size_t n = std::min<size_t>(length, buffer.size() - taken);
+      if (n == 0) return absl::DataLossError("raw log: a record cut short");
+      out.clear();
+      streams[stream].Write(std::string_view(buffer).substr(taken, n), &out);
+      RETURN_IF_ERROR(WriteAll(out_fd, out));
+      taken += n;
+      length -= static_cast<uint32_t>(n);
+    }
+  }
+  for (CutStreamRedactor& s : streams) {
+    out.clear();
+    s.Finish(&out);
+    RETURN_IF_ERROR(WriteAll(out_fd, out));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status FinishOutput(const CommandSpec& command, const Redactor& redactor,
@@ -60,8 +117,8 @@ absl::Status FinishOutput(const CommandSpec& command, const Redactor& redactor,
   if (!in) return ErrnoStatus(errno, fmt::format("open {}", raw_path));
   UniqueFd out(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
   if (!out) return ErrnoStatus(errno, fmt::format("create {}", log_path));
-  // A log cut at maxLogBytes may end inside a registered secret.
-  absl::Status s = RedactStream(redactor, in.get(), out.get(), capture.truncated());
+  // A log cut at maxLogBytes may end inside a secret.
+  absl::Status s = RedactRecords(redactor, in.get(), out.get(), capture.truncated());
   in.Reset();
   // The unredacted copy goes whatever happened; a half-written log is removed too.
   ::unlink(raw_path.c_str());

@@ -423,10 +423,37 @@ size_t LongestCut(const std::vector<std::string>& literals, std::string_view tex
   return longest;
 }
 
+// A detected format (a token, a key) cut at an edge no longer matches its detector, and what is
+// left of it may be nearly all of it. So a run of token characters at a cut edge, kTokenRunMin
+// bytes or more, is taken for a cut secret: its last (or first) kTokenRunMax bytes at most, which
+// is longer than any token the detectors know.
+constexpr size_t kTokenRunMin = 8;
+constexpr size_t kTokenRunMax = 512;
+
+bool IsTokenByte(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '-' || c == '+' || c == '/' || c == '=' || c == '.';
+}
+
+size_t TokenRunAtEdge(std::string_view text, bool at_start) {
+  size_t n = 0;
+  while (n < text.size() && n < kTokenRunMax &&
+         IsTokenByte(at_start ? text[n] : text[text.size() - 1 - n])) {
+    ++n;
+  }
+  return n >= kTokenRunMin ? n : 0;
+}
+
+// How much of a cut edge of `text` to redact: a registered value's start (or end), or a run of
+// token characters.
+size_t CutAtEdge(const std::vector<std::string>& literals, std::string_view text, bool at_start) {
+  return std::max(LongestCut(literals, text, at_start), TokenRunAtEdge(text, at_start));
+}
+
 }  // namespace
 
 size_t Redactor::CutSecretAtEnd(std::string_view text) const {
-  return LongestCut(state_->literals, text, false);
+  return CutAtEdge(state_->literals, text, false);
 }
 
 std::string Redactor::RedactCut(std::string_view text, bool cut_before, bool cut_after) const {
@@ -434,8 +461,8 @@ std::string Redactor::RedactCut(std::string_view text, bool cut_before, bool cut
   // registered value, and must still be redacted whole. What is left raw at either edge is then
   // looked at for a cut one.
   std::string out = Redact(text);
-  size_t tail = cut_after ? LongestCut(state_->literals, out, false) : 0;
-  size_t head = cut_before ? LongestCut(state_->literals, out, true) : 0;
+  size_t tail = cut_after ? CutAtEdge(state_->literals, out, false) : 0;
+  size_t head = cut_before ? CutAtEdge(state_->literals, out, true) : 0;
   if (head == 0 && tail == 0) return out;
   const std::string marker = Marker(SecretKind::kExplicitValue);
   if (head + tail >= out.size()) return marker;
@@ -663,29 +690,39 @@ std::string_view StreamRedactor::Continue(std::string_view chunk) {
   return chunk.substr(consumed);
 }
 
+CutStreamRedactor::CutStreamRedactor(const Redactor& redactor, bool cut_at_end)
+    : redactor_(redactor), stream_(redactor), cut_at_end_(cut_at_end) {}
+
+void CutStreamRedactor::Write(std::string_view chunk, std::string* out) {
+  if (!cut_at_end_) {
+    stream_.Write(chunk, out);
+    return;
+  }
+  stream_.Write(chunk, &held_);
+  const size_t keep = redactor_.stream_window();
+  if (held_.size() <= keep) return;
+  out->append(held_, 0, held_.size() - keep);
+  held_.erase(0, held_.size() - keep);
+}
+
+void CutStreamRedactor::Finish(std::string* out) {
+  if (!cut_at_end_) {
+    stream_.Finish(out);
+    return;
+  }
+  stream_.Finish(&held_);
+  if (size_t cut = redactor_.CutSecretAtEnd(held_); cut > 0) {
+    held_.resize(held_.size() - cut);
+    held_ += Marker(SecretKind::kExplicitValue);
+  }
+  out->append(held_);
+  held_.clear();
+}
+
 absl::Status RedactStream(const Redactor& redactor, int in_fd, int out_fd, bool cut_at_end) {
-  StreamRedactor stream(redactor);
+  CutStreamRedactor stream(redactor, cut_at_end);
   std::string buffer(64 << 10, '\0');
   std::string out;
-  // With cut_at_end, the output's last stream_window() bytes (longer than any registered value)
-  // wait for the end, where a cut value may begin.
-  std::string held;
-  auto emit = [&](bool last) -> absl::Status {
-    if (!cut_at_end) return WriteAll(out_fd, out);
-    held += out;
-    if (last) {
-      if (size_t cut = redactor.CutSecretAtEnd(held); cut > 0) {
-        held.resize(held.size() - cut);
-        held += Marker(SecretKind::kExplicitValue);
-      }
-      return WriteAll(out_fd, held);
-    }
-    const size_t keep = redactor.stream_window();
-    if (held.size() <= keep) return absl::OkStatus();
-    RETURN_IF_ERROR(WriteAll(out_fd, std::string_view(held).substr(0, held.size() - keep)));
-    held.erase(0, held.size() - keep);
-    return absl::OkStatus();
-  };
   while (true) {
     ssize_t n = ::read(in_fd, buffer.data(), buffer.size());
     if (n < 0) {
@@ -695,11 +732,11 @@ absl::Status RedactStream(const Redactor& redactor, int in_fd, int out_fd, bool 
     if (n == 0) break;
     out.clear();
     stream.Write(std::string_view(buffer.data(), static_cast<size_t>(n)), &out);
-    RETURN_IF_ERROR_CTX(emit(false), "redact stream: write output");
+    RETURN_IF_ERROR_CTX(WriteAll(out_fd, out), "redact stream: write output");
   }
   out.clear();
   stream.Finish(&out);
-  RETURN_IF_ERROR_CTX(emit(true), "redact stream: write output");
+  RETURN_IF_ERROR_CTX(WriteAll(out_fd, out), "redact stream: write output");
   return absl::OkStatus();
 }
 

@@ -130,13 +130,17 @@ class Redactor {
   // that is the end of a registered value (or of an encoding of one) is redacted too; with
   // `cut_after`, an end of `text` that is the start of one. Any length counts, down to one
   // byte, so no part of a cut secret survives; a piece the size of one byte may therefore be
-  // redacted that was not a secret. A piece that begins after a secret's start and ends before
-  // its end is not recognized: the pieces airlock cuts (a preview's head or tail, a capped log)
-  // always begin or end where their stream does.
+  // redacted that was not a secret. A detected format (a token) cut there no longer matches its
+  // detector, so a run of 8 or more token characters at a cut edge is redacted too (its 512 bytes
+  // nearest the cut at most; CutSecretAtEnd). A piece that begins after a secret's start and ends
+  // before its end is not recognized: the pieces airlock cuts (a preview's head or tail, a capped
+  // log) always begin or end where their stream does.
   std::string RedactCut(std::string_view text, bool cut_before, bool cut_after) const;
 
-  // The longest end of `text` (at most `text.size()` bytes) that is a proper start of a
-  // registered value or encoding; 0 when none, or without registered values.
+  // How many bytes at the end of `text`, where it was cut, to redact as a cut secret: the longest
+  // end that is a proper start of a registered value or encoding, or a run of 8 or more token
+  // characters (letters, digits, "_-+/=.": what is left of a detected token cut there; its last
+  // 512 bytes at most); 0 when neither.
   size_t CutSecretAtEnd(std::string_view text) const;
 
   // Bytes a StreamRedactor may hold back (options.stream_window, raised as Create says).
@@ -222,6 +226,25 @@ class StreamRedactor {
   uint64_t lines_before_pending_ = 0;  // '\n' bytes before pending_offset_
   std::vector<StreamFinding> findings_;
   uint64_t finding_count_ = 0;
+};
+
+// A StreamRedactor for an input that may have been cut at its end (a log kept up to its cap):
+// with `cut_at_end`, the last stream_window() bytes of output (longer than any registered value)
+// wait for Finish, which redacts what CutSecretAtEnd finds there as "[REDACTED:secret]". Without,
+// it is a StreamRedactor.
+class CutStreamRedactor {
+ public:
+  CutStreamRedactor(const Redactor& redactor, bool cut_at_end);
+  // Appends to `*out` the redacted bytes that are final.
+  void Write(std::string_view chunk, std::string* out);
+  // Ends the stream: appends the rest to `*out`.
+  void Finish(std::string* out);
+
+ private:
+  Redactor redactor_;
+  StreamRedactor stream_;
+  bool cut_at_end_;
+  std::string held_;
 };
 
 // Copies `in_fd` to `out_fd` through a StreamRedactor until end of input. Retries EINTR and

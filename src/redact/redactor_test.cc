@@ -44,6 +44,16 @@ TEST(RedactorTest, RedactCutRedactsTheCutPartsOfASecret) {
   EXPECT_EQ(r.RedactCut("no secret here", true, true), "no secret here");
   EXPECT_EQ(r.CutSecretAtEnd("xx abcd"), 4u);
   EXPECT_EQ(r.CutSecretAtEnd("xx abcdx"), 0u);
+  // A detected format cut at the edge no longer matches its detector: a run of 8 or more token
+  // characters there is taken for one (its 512 bytes nearest the cut at most); a shorter word
+  // is left.
+  EXPECT_EQ(r.CutSecretAtEnd("token: ghp_aBcDeFgHiJ"), 14u);
+  EXPECT_EQ(r.CutSecretAtEnd("a short word"), 0u);
+  EXPECT_EQ(r.CutSecretAtEnd("x " + std::string(1000, 'Q')), 512u);
+  EXPECT_EQ(Make({}).RedactCut("glpat-aBcDeFgHiJ tail of a line", true, true),
+            "[REDACTED:secret] tail of a line");
+  EXPECT_EQ(Make({}).RedactCut("a line that ends in xoxb-12345678", false, true),
+            "a line that ends in [REDACTED:secret]");
   // A secret longer than the piece.
   const std::string long_secret = "L0ng-" + std::string(9000, 'q') + "-end";
   Redactor l = Make({long_secret});

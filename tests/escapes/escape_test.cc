@@ -529,14 +529,37 @@ TEST_P(EscapeTest, RegisteredSecretNeverLeavesInOutput) {
   EXPECT_EQ(failed->report.find(secret), std::string::npos) << failed->report;
   EXPECT_NE(failed->report.find("$ sh -c 'echo [REDACTED:secret]"), std::string::npos)
       << failed->report;
+  // The secret and a detected token each split by a line on the other stream: the raw log, which
+  // holds both streams in the order they came, redacts each stream on its own.
+  auto split = sandbox->Exec(
+      {.argv = {"sh", "-c",
+                "printf 's3cr3t-Va'; echo E1 >&2; printf 'lue/With+Chars\\n'; "
+                "printf 'ghp_aBcDeFgHiJkLm'; echo E2 >&2; printf 'NoPqRsTuVwXyZ0123456789\\n'; "
+                "echo 'error: login failed' >&2; exit 1"}},
+      {.secrets = {secret}});
+  ASSERT_TRUE(split.ok()) << split.status();
+  std::string split_log = ReadFile(split->raw_log).value_or("");
+  EXPECT_NE(split_log.find("E1"), std::string::npos) << split_log;
+  for (const char* part : {"s3cr3t", "lue/With", "ghp_aBcD", "NoPqRsTu"}) {
+    EXPECT_EQ(split_log.find(part), std::string::npos) << part << " in " << split_log;
+    // (The command line holds the parts by construction; what the command printed must not.)
+    for (const std::string& where : {split->stdout_preview, split->stderr_preview,
+                                     fmt::format("{}", fmt::join(split->key_lines, "\n"))}) {
+      EXPECT_EQ(where.find(part), std::string::npos) << part << " in " << where;
+    }
+  }
+  EXPECT_NE(split_log.find("[REDACTED:secret]"), std::string::npos) << split_log;
+  EXPECT_NE(split_log.find("[REDACTED:github_token]"), std::string::npos) << split_log;
   DestroyAndCheckGone(std::move(sandbox));
   ASSERT_TRUE(RemoveTree(logs).ok());
 }
 
 // Attack: print a registered secret exactly where a limit cuts the output, so that the cut
 // leaves its first bytes on the kept side: at maxLogBytes in the raw log, and at the end of a
-// preview's window with a secret longer than the window's context (4 KiB). Expected: no part of
-// either secret reaches the log or the previews; the cut part is a [REDACTED:secret] marker.
+// preview's window with a secret longer than the window's context (4 KiB); then a detected
+// token (no registration) at maxLogBytes. Expected: no part of any of them reaches the log or
+// the previews; the cut part is a [REDACTED:secret] marker, which at the log's cap takes the run
+// of token characters there (512 bytes at most: here the secret and the padding before it).
 TEST_P(EscapeTest, ASecretCutByALimitLeavesNoPartInLogOrPreview) {
   const std::string secret = "s3cr3t-Value/With+Chars";
   const std::string long_secret = "L0ng-" + std::string(6000, 'q') + "-end";
@@ -555,9 +578,17 @@ TEST_P(EscapeTest, ASecretCutByALimitLeavesNoPartInLogOrPreview) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->truncated);
   std::string log = ReadFile(r->raw_log).value_or("");
-  EXPECT_TRUE(log.starts_with(std::string(4086, 'x'))) << log.substr(0, 100);
-  EXPECT_EQ(log.find("s3cr"), std::string::npos) << log.substr(4000);
-  EXPECT_TRUE(log.ends_with("[REDACTED:secret]")) << log.substr(4000);
+  EXPECT_EQ(log, std::string(4096 - 512, 'x') + "[REDACTED:secret]") << log.substr(3500);
+  // A GitHub token cut after 25 of its 40 characters, after a line of padding.
+  r = sandbox->Exec({.argv = {"sh", "-c",
+                              "head -c 4070 /dev/zero | tr '\\0' x; echo; "
+                              "printf 'ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789\\n'; "
+                              "head -c 20000 /dev/zero | tr '\\0' y"}},
+                    {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->truncated);
+  log = ReadFile(r->raw_log).value_or("");
+  EXPECT_EQ(log, std::string(4070, 'x') + "\n[REDACTED:secret]") << log.substr(4000);
   // The preview's head window (2 KiB shown, 4 KiB of context) ends inside the long secret.
   std::string at_window = fmt::format(
       "head -c 1000 /dev/zero | tr '\\0' z >&2; printf '%s' '{}' >&2; head -c 20000 /dev/zero | "
