@@ -16,12 +16,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <set>
 #include <string>
 #include <thread>
 
 #include "common/files.h"
 #include "common/sha256.h"
+#include "common/unique_fd.h"
 #include "engine/testing/sandbox_fixture.h"
 #include "fmt/format.h"
 #include "forkserver/client.h"
@@ -184,6 +187,22 @@ TEST_F(ForkServerTest, WorkersShareNoWritableState) {
       "                                   '/sandbox/home/x', '/tmp/y']])");
   EXPECT_EQ(second.stdout_preview, "False False [False, False, False, False]\n")
       << second.stderr_preview;
+}
+
+// Workers forked from one zygote that preloaded numpy draw their own numbers from its global
+// generator, which the template reseeds in each (random reseeds itself after a fork; numpy's
+// generator would repeat the zygote's next numbers in every worker).
+TEST_F(ForkServerTest, WorkersDrawTheirOwnRandomNumbers) {
+  ForkServerOptions o = Options();
+  o.preload = "import numpy";
+  StartServer(std::move(o));
+  std::set<std::string> draws;
+  for (int i = 0; i < 3; ++i) {
+    CommandResult r = RunPython("import numpy\nprint(numpy.random.rand())");
+    ASSERT_EQ(r.exit_code, 0) << r.stderr_preview;
+    draws.insert(r.stdout_preview);
+  }
+  EXPECT_EQ(draws.size(), 3u) << *draws.begin();
 }
 
 // Attack: a preload (or a module it imports) maps shared memory, as mmap.mmap(-1, n),
@@ -554,6 +573,63 @@ TEST_F(ForkServerTest, SocketGetsTheGroupAndModeAsked) {
   EXPECT_TRUE(S_ISSOCK(st.st_mode));
   EXPECT_EQ(st.st_gid, 65534u);
   EXPECT_EQ(st.st_mode & 0777, 0660u);
+}
+
+// A second server started on the name of a live one fails and leaves that one serving (its
+// socket stays); a socket that a killed server left behind, with nobody listening, is replaced;
+// a name that is not a socket is refused and left alone.
+TEST_F(ForkServerTest, TheSocketsNameIsTakenOverOnlyFromADeadServer) {
+  StartServer();
+  auto second = ForkServer::Start(Options());
+  ASSERT_FALSE(second.ok());
+  EXPECT_THAT(second.status().ToString(), HasSubstr("another fork-server serves it"));
+  EXPECT_EQ(RunPython("print(1)").stdout_preview, "1\n") << "the first server lost its socket";
+  server_->Stop();
+  server_.reset();
+  // What a SIGKILLed server leaves: a bound socket file with no listener.
+  {
+    UniqueFd stale(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    struct sockaddr_un addr = {};
+    addr.sun_family = AF_UNIX;
+    std::string path = dir_ + "/fs.sock";
+    std::memcpy(addr.sun_path, path.c_str(), path.size());
+    ASSERT_EQ(bind(stale.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  }
+  StartServer();
+  EXPECT_EQ(RunPython("print(2)").stdout_preview, "2\n");
+  server_->Stop();
+  server_.reset();
+  ASSERT_TRUE(WriteFileAtomic(dir_ + "/fs.sock", "not a socket").ok());
+  auto refused = ForkServer::Start(Options());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(ReadFile(dir_ + "/fs.sock").value_or(""), "not a socket");
+  ::unlink((dir_ + "/fs.sock").c_str());
+}
+
+// `airlock forkserver` blocks SIGINT and SIGTERM (it takes them through a signalfd) and a caller
+// may ignore signals; neither reaches a worker, whose code can stop its own children with them.
+TEST_F(ForkServerTest, WorkersStartWithNoSignalBlockedOrIgnored) {
+  sigset_t block, old;
+  sigemptyset(&block);
+  sigaddset(&block, SIGINT);
+  sigaddset(&block, SIGTERM);
+  ASSERT_EQ(pthread_sigmask(SIG_BLOCK, &block, &old), 0);
+  struct sigaction ignore = {}, old_hup = {};
+  ignore.sa_handler = SIG_IGN;
+  ASSERT_EQ(sigaction(SIGHUP, &ignore, &old_hup), 0);
+  StartServer();
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  sigaction(SIGHUP, &old_hup, nullptr);
+  CommandResult r = RunPython(
+      "import subprocess\n"
+      "print([l.split()[1] for l in open('/proc/self/status') if l.startswith(('SigBlk', "
+      "'SigIgn'))])\n"
+      "p = subprocess.Popen(['sleep', '100'])\n"
+      "p.terminate()\n"
+      "print(p.wait(timeout=10))\n");
+  // Python itself ignores SIGPIPE and SIGXFSZ (0x1000 and 0x1000000).
+  EXPECT_EQ(r.stdout_preview, "['0000000000000000', '0000000001001000']\n-15\n")
+      << r.stderr_preview;
 }
 
 TEST_F(ForkServerTest, ZygoteWithThreadsIsRefused) {

@@ -138,13 +138,35 @@ absl::StatusOr<std::unique_ptr<ForkServer>> ForkServer::Start(ForkServerOptions 
   if (!server->listen_) return ErrnoStatus(errno, "socket");
   // Bound with no permission at all, then opened up to the mode asked: no moment where anyone
   // else could connect.
-  mode_t old_umask = ::umask(0777);
-  int rc = ::bind(server->listen_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  int bind_errno = errno;
-  ::umask(old_umask);
-  if (rc != 0) return ErrnoStatus(bind_errno, fmt::format("bind {}", o.socket_path));
+  auto bind = [&] {
+    mode_t old_umask = ::umask(0777);
+    int rc = ::bind(server->listen_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    int bind_errno = errno;
+    ::umask(old_umask);
+    return rc == 0 ? 0 : bind_errno;
+  };
+  int bind_errno = bind();
+  if (bind_errno == EADDRINUSE) {
+    // The name is taken. A live server answers on it: that one keeps it. A socket nobody listens
+    // on is what a killed server left behind: it goes, and the bind is tried once more.
+    UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    struct stat st;
+    if (probe && ::connect(probe.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 &&
+        errno == ECONNREFUSED && ::lstat(o.socket_path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
+      Log().Info("removing a stale fork-server socket", {{"socket", o.socket_path}});
+      ::unlink(o.socket_path.c_str());
+      bind_errno = bind();
+    } else if (probe) {
+      return FailedPrecondition(fmt::format(
+          "bind {}: the name is in use (another fork-server serves it, or it is not a socket)",
+          o.socket_path));
+    }
+  }
+  if (bind_errno != 0) return ErrnoStatus(bind_errno, fmt::format("bind {}", o.socket_path));
+  server->bound_ = true;
   auto fail = [&](absl::Status st) {
     ::unlink(o.socket_path.c_str());
+    server->bound_ = false;
     return st;
   };
   // The group and mode go to the socket bind made, through a descriptor of the name opened
@@ -204,7 +226,8 @@ void ForkServer::Stop() {
   (void)!::write(stop_event_.get(), &one, sizeof(one));
   if (thread_.joinable()) thread_.join();
   listen_.Reset();
-  ::unlink(options_.socket_path.c_str());
+  // Only a name this server bound: a start that failed to bind leaves another server's alone.
+  if (bound_) ::unlink(options_.socket_path.c_str());
 }
 
 absl::Status ForkServer::StartZygote() {
@@ -246,6 +269,15 @@ absl::Status ForkServer::StartZygote() {
   if (pid == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
     if (::getppid() != parent) _exit(126);
+    // The server blocks or ignores signals of its own (airlock forkserver takes SIGINT and
+    // SIGTERM through a signalfd); both would pass through exec to the zygote and on to every
+    // worker, whose code could then not be stopped by them.
+    struct sigaction dfl = {};
+    dfl.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < NSIG; ++sig) ::sigaction(sig, &dfl, nullptr);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
     ::dup2(null_fd.get(), 0);
     ::dup2(null_fd.get(), 1);
     ::dup2(theirs.get(), internal::kZygoteFd);  // dup2 clears close-on-exec

@@ -123,6 +123,7 @@ class ForkServer {
   std::unique_ptr<engine::ForkedSandbox> next_;  // prepared for the next request
   std::thread thread_;
   bool stopped_ = false;
+  bool bound_ = false;  // the socket's name is ours to remove
 };
 
 }  // namespace airlock::forkserver

@@ -44,6 +44,10 @@ if _request is not None:
     import os, sys, types
     os.environ.clear()
     os.environ.update(e.split("=", 1) for e in _request[1])
+    # random reseeds itself in a forked child (os.register_at_fork); numpy's global generator
+    # does not, and would hand every worker the numbers the zygote would have drawn next.
+    if "numpy.random" in sys.modules:
+        sys.modules["numpy.random"].seed()
     sys.argv = ["-c"]
     _main = types.ModuleType("__main__")
     sys.modules["__main__"] = _main
