@@ -1184,6 +1184,12 @@ absl::StatusOr<CommandResult> RunningCommand::Wait() {
       if (result.error.empty()) result.error = result.syscalls.error;
     }
   }
+  // A command that failed after the policy refused one of its calls (an errno rule, seen by the
+  // supervisor) was blocked by the policy. Without a supervisor the kernel answers alone and the
+  // result cannot know.
+  if (result.classification == Classification::kExitNonzero && result.syscalls.denied > 0) {
+    result.classification = Classification::kPolicyBlocked;
+  }
   if (result.signal == SIGSYS) {
     result.violations.push_back(
         {"seccomp", "the command was killed for a forbidden system call", {{"signal", "SIGSYS"}}});

@@ -330,6 +330,9 @@ TEST_P(NativeSandboxTest, SyscallRulesDenyWithTheirErrnoAndReportIt) {
   ASSERT_EQ(r.violations.size(), 1u);
   EXPECT_EQ(r.violations[0].kind, "syscall");
   EXPECT_EQ(r.violations[0].detail, "mkdir denied by process.syscalls[0] (errno(EDQUOT))");
+  // The command went on and succeeded: OK. One that fails after a denial was blocked by policy.
+  EXPECT_EQ(r.classification, Classification::kOk);
+  EXPECT_EQ(RunOnce(s, {"mkdir", "/sandbox/tmp/d"}).classification, Classification::kPolicyBlocked);
 }
 
 TEST_P(NativeSandboxTest, KillRuleIsPolicyBlocked) {
