@@ -65,10 +65,18 @@ absl::StatusOr<int64_t> ParseInt(const std::string& flag, const std::string& tex
 constexpr const char* kFeedbackSyscalls[] = {"execve", "execveat", "connect", "sendmsg",
                                              "open",   "openat",   "creat"};
 
+// `obj[key]` if it is a string, else `fallback` (a value of another type is the parser's to
+// report, with its field path).
+std::string StringField(const nlohmann::json& obj, const char* key, const std::string& fallback) {
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
 absl::Status ApplySyscallFlags(const SpecFlags& f, nlohmann::json& doc) {
+  if (doc.contains("process") && !doc["process"].is_object()) return absl::OkStatus();
   if (!f.supervisor.empty()) doc["process"]["supervisor"] = f.supervisor;
   nlohmann::json process = doc.value("process", nlohmann::json::object());
-  std::string mode = process.value("supervisor", "none");
+  std::string mode = StringField(process, "supervisor", "none");
   nlohmann::json rules = process.value("syscalls", nlohmann::json::array());
   if (!rules.is_array()) return absl::OkStatus();  // the spec's own error, reported by parsing
   nlohmann::json denied = nlohmann::json::array();
@@ -90,31 +98,49 @@ absl::Status ApplySyscallFlags(const SpecFlags& f, nlohmann::json& doc) {
   }
   const std::string route = mode == "ptrace" ? "trace" : "notify";
   if ((mode == "notify" || mode == "ptrace") && !routes && rules.empty() &&
-      process.value("syscallDefaultAction", "").empty()) {
+      StringField(process, "syscallDefaultAction", "").empty()) {
     nlohmann::json names = nlohmann::json::array();
     for (const char* n : kFeedbackSyscalls) names.push_back(n);
     rules.push_back({{"names", names}, {"action", route}});
     rules.push_back(spec::ToJson(supervisor::AddressedSendto(route)));
   }
   if (!f.trace.empty()) rules.push_back({{"names", f.trace}, {"action", route}});
-  if (f.trace_all) doc["process"]["syscallDefaultAction"] = route;
+  if (f.trace_all) {
+    // The spec's own default (kill, an errno) would be replaced by one that lets calls run.
+    std::string own = StringField(process, "syscallDefaultAction", "");
+    if (!own.empty() && own != route && own != "allow") {
+      return InvalidArgument(fmt::format(
+          "--trace-all: the spec's syscallDefaultAction is {}, which --trace-all would replace "
+          "with {}; remove one of them",
+          own, route));
+    }
+    doc["process"]["syscallDefaultAction"] = route;
+  }
   denied.insert(denied.end(), rules.begin(), rules.end());
   if (!denied.empty()) doc["process"]["syscalls"] = std::move(denied);
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<nlohmann::json> SpecDocument(const SpecFlags& f) {
-  nlohmann::json doc = nlohmann::json::object();
-  if (!f.spec_file.empty()) {
-    ASSIGN_OR_RETURN(doc, spec::LoadSpecDocument(f.spec_file));
-  }
+absl::Status ApplyFlags(const SpecFlags& f, nlohmann::json& doc) {
   if (!f.level.empty()) {
     ASSIGN_OR_RETURN(int64_t level, ParseInt("--level", f.level));
     doc["level"] = level;
   }
-  if (!f.risk.empty()) doc["riskClass"] = f.risk;
+  if (!f.risk.empty()) {
+    // A risk class is only ever raised by the caller: a flag below the spec's own would loosen
+    // what the spec's author asked for. (Malformed values are the parser's to report.)
+    auto is_class = [](const std::string& r) {
+      return r.size() == 2 && r[0] == 'R' && r[1] >= '0' && r[1] <= '5';
+    };
+    const nlohmann::json& own = doc.contains("riskClass") ? doc["riskClass"] : nlohmann::json();
+    if (own.is_string() && is_class(own.get<std::string>()) && is_class(f.risk) &&
+        f.risk < own.get<std::string>()) {
+      return InvalidArgument(fmt::format(
+          "--risk {}: lower than the spec's riskClass {}; a risk class can only be raised", f.risk,
+          own.get<std::string>()));
+    }
+    doc["riskClass"] = f.risk;
+  }
   if (!f.memory.empty()) {
     ASSIGN_OR_RETURN(int64_t bytes, ParseBytes(f.memory), "--memory");
     // "512" would be 512 bytes, not the 512 MiB of the spec's memoryMb: a unit is required.
@@ -158,8 +184,27 @@ absl::StatusOr<nlohmann::json> SpecDocument(const SpecFlags& f) {
     }
     doc["env"][e.substr(0, eq)] = e.substr(eq + 1);
   }
-  RETURN_IF_ERROR(ApplySyscallFlags(f, doc));
-  return doc;
+  return ApplySyscallFlags(f, doc);
+}
+
+}  // namespace
+
+absl::StatusOr<nlohmann::json> SpecDocument(const SpecFlags& f) {
+  nlohmann::json doc = nlohmann::json::object();
+  if (!f.spec_file.empty()) {
+    ASSIGN_OR_RETURN(doc, spec::LoadSpecDocument(f.spec_file));
+  }
+  nlohmann::json with_flags = doc;
+  try {
+    RETURN_IF_ERROR(ApplyFlags(f, with_flags));
+  } catch (const nlohmann::json::exception&) {
+    // A flag met a part of the spec of another type than its own (`resources: 5` and --memory):
+    // that part of the spec is the error, and parsing the spec as written names it.
+    absl::StatusOr<spec::SandboxSpec> own = spec::ParseSpecJson(doc, spec::ParseOptions{});
+    if (!own.ok()) return own.status();
+    return InvalidArgument("the spec's document cannot take the flags given");
+  }
+  return with_flags;
 }
 
 absl::StatusOr<spec::SandboxSpec> LoadSpecWithFlags(const SpecFlags& f) {

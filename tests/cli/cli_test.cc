@@ -253,6 +253,41 @@ TEST_F(CliTest, BadFlagsAreOneLineAndExit2) {
   EXPECT_EQ(missing.exit_code, 2);
 }
 
+// A flag that lands on a part of the spec file of another type (`resources: 5` and --memory) is
+// the spec's error, named with its field (it once aborted airlock with an uncaught exception);
+// a --risk below the spec's riskClass and a --trace-all that would replace the spec's stricter
+// default action are refused, as they would loosen the spec.
+TEST_F(CliTest, FlagsCannotBreakOrLoosenTheSpecFile) {
+  struct Case {
+    const char* spec;
+    const char* flags;
+    const char* error;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"resources: 5\n", "--memory 1G", "resources: expected object, got integer"},
+           {"env: [1]\n", "--env A=b", "env: expected object, got array"},
+           {"filesystem:\n  mounts: 3\n", "--mount /tmp:/x:ro",
+            "filesystem.mounts: expected array, got integer"},
+           {"[1, 2]\n", "--memory 1G", "(root): expected object, got array"},
+           {"process:\n  syscallDefaultAction: 5\n", "--supervisor notify",
+            "process.syscallDefaultAction: expected string, got integer"},
+           {"process: 5\n", "--supervisor notify", "process: expected object, got integer"},
+           {"riskClass: R2\n", "--risk R0",
+            "--risk R0: lower than the spec's riskClass R2; a risk class can only be raised"},
+           {"process:\n  supervisor: notify\n  syscallDefaultAction: kill\n", "--trace-all",
+            "--trace-all: the spec's syscallDefaultAction is kill"},
+       }) {
+    std::string path = logs_ + "/spec.yaml";
+    ASSERT_TRUE(WriteFileAtomic(path, c.spec).ok());
+    Outcome o = Airlock(Run(fmt::format("--spec {} {} -- true", path, c.flags)));
+    EXPECT_EQ(o.exit_code, 2) << c.spec << c.flags << ": " << o.err;
+    EXPECT_EQ(o.err.rfind(fmt::format("airlock: {}", c.error), 0), 0u) << o.err;
+  }
+  // Raising the risk class is the caller's to do.
+  ASSERT_TRUE(WriteFileAtomic(logs_ + "/spec.yaml", "riskClass: R0\n").ok());
+  EXPECT_EQ(Airlock(Run("--spec " + logs_ + "/spec.yaml --risk R1 -- true")).exit_code, 0);
+}
+
 TEST_F(CliTest, ALevelOtherThanOneOrTwoIsAUsageError) {
   // `airlock run` is the native backend: a level it does not provide is refused before anything
   // runs, with exit 2 as a risk class that needs level 3 or 4 is.
