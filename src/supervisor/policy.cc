@@ -258,9 +258,21 @@ absl::StatusOr<SyscallPolicy> SyscallPolicy::Compile(const spec::Process& proces
             "name it)",
             name_path, name));
       }
+      // Under notify the profile is installed after the policy's filter (which holds the
+      // listener), so it answers first, and its EPERM ties with, and wins over, another errno.
+      if (treatment == ProfileTreatment::kAlwaysDenied && rule.verdict.kind == Kind::kErrno &&
+          rule.verdict.errno_value != EPERM && p.mode_ == spec::SupervisorMode::kNotify) {
+        return InvalidArgument(fmt::format(
+            "{}: {} is always denied, and under the notify supervisor the built-in profile "
+            "answers it EPERM before any rule; use errno(EPERM) or kill",
+            name_path, name));
+      }
       if (treatment == ProfileTreatment::kNotAllowed) widened.insert(name);
       // A name of the other architecture ("open" on aarch64) has nothing to match here.
-      if (int nr = SyscallNumber(name); nr >= 0) rule.numbers.push_back(nr);
+      if (int nr = SyscallNumber(name); nr >= 0) {
+        (treatment == ProfileTreatment::kAlwaysDenied ? rule.kernel_numbers : rule.numbers)
+            .push_back(nr);
+      }
     }
     for (size_t j = 0; j < in.args.size(); ++j) {
       const spec::SyscallArgCondition& a = in.args[j];
@@ -374,10 +386,11 @@ Verdict SyscallPolicy::Evaluate(const seccomp_data& call, bool handshake) const 
   return default_;
 }
 
-uint32_t SyscallPolicy::FilterReturn(const Verdict& v) const {
+uint32_t SyscallPolicy::FilterReturn(const Verdict& v, bool in_kernel) const {
   // Rule index + 1 as the trace data (0 for the default), for debugging tracers.
   uint32_t data = static_cast<uint32_t>(v.rule + 1) & SECCOMP_RET_DATA;
-  bool supervised = mode_ != spec::SupervisorMode::kNone && v.rule != Verdict::kBuiltinRule;
+  bool supervised =
+      mode_ != spec::SupervisorMode::kNone && v.rule != Verdict::kBuiltinRule && !in_kernel;
   uint32_t routed =
       mode_ == spec::SupervisorMode::kNotify ? SECCOMP_RET_USER_NOTIF : SECCOMP_RET_TRACE | data;
   switch (v.kind) {
@@ -502,11 +515,12 @@ absl::StatusOr<std::string> SyscallPolicy::BuildFilter() const {
     b.Bind(next);
     b.LoadNr();
   }
-  for (const Rule& rule : rules_) {
-    if (rule.numbers.empty()) continue;
+  // One block per rule and kind of number: the numbers, the conditions, the verdict.
+  auto emit_rule = [&](const Rule& rule, const std::vector<int>& numbers, bool in_kernel) {
+    if (numbers.empty()) return;
     BpfProgram::Label match = b.NewLabel();
     BpfProgram::Label next = b.NewLabel();
-    for (int nr : rule.numbers) b.JumpIf(BPF_JEQ, static_cast<uint32_t>(nr), match);
+    for (int nr : numbers) b.JumpIf(BPF_JEQ, static_cast<uint32_t>(nr), match);
     b.Jump(next);
     b.Bind(match);
     const bool restricts = !LetsThrough(rule.verdict.kind);
@@ -525,9 +539,13 @@ absl::StatusOr<std::string> SyscallPolicy::BuildFilter() const {
       EmitCondition(b, c, /*whole=*/true, ok, next);
       b.Bind(ok);
     }
-    b.Return(FilterReturn(rule.verdict));
+    b.Return(FilterReturn(rule.verdict, in_kernel));
     b.Bind(next);
     b.LoadNr();
+  };
+  for (const Rule& rule : rules_) {
+    emit_rule(rule, rule.kernel_numbers, true);
+    emit_rule(rule, rule.numbers, false);
   }
   if (LetsThrough(default_.kind)) {
     for (int nr : widened_numbers_) b.JumpIf(BPF_JEQ, static_cast<uint32_t>(nr), kill);

@@ -106,7 +106,8 @@ class SyscallPolicy {
   Verdict Evaluate(const seccomp_data& call, bool handshake = true) const;
 
   // What the filter returns for `verdict` (SECCOMP_RET_*), in this policy's mode.
-  uint32_t FilterReturn(const Verdict& verdict) const;
+  // `in_kernel`: the filter acts on the verdict itself, whatever the mode.
+  uint32_t FilterReturn(const Verdict& verdict, bool in_kernel = false) const;
 
   // "allow", "errno(EACCES)", "kill", "trace" or "notify".
   std::string ActionName(const Verdict& verdict) const;
@@ -120,6 +121,10 @@ class SyscallPolicy {
   };
   struct Rule {
     std::vector<int> numbers;  // on the native architecture
+    // Always-denied calls the rule names (only an errno or kill rule may). The filter answers
+    // them itself even under a supervisor: routed, they would meet the profile's own EPERM,
+    // which outranks a routed call's action, and the rule would never act.
+    std::vector<int> kernel_numbers;
     std::vector<Condition> conditions;
     Verdict verdict;
   };

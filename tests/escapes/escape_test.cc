@@ -689,6 +689,32 @@ TEST_P(EscapeTest, NotificationFloodStillMeetsTheDeadline) {
   DestroyAndCheckGone(std::move(sandbox));
 }
 
+// Attack: mount, an always-denied call, under a policy that answers it with its own errno or a
+// kill. Expected, under every supervisor mode alike: a kill that ends the command
+// (POLICY_BLOCKED, SIGSYS), and the rule's errno (ENOSYS; under notify, where the profile answers
+// first, only EPERM may be asked for, and another errno is refused when the sandbox is made).
+// Routed to a supervisor, such a rule met the profile's EPERM, which outranks a routed call:
+// mount got EPERM and the kill never came.
+TEST_P(EscapeTest, RulesOnAlwaysDeniedCallsActUnderEverySupervisor) {
+  spec::SandboxSpec s = WithProbe(TestSpec());
+  s.process.syscalls = {{{"mount"}, {}, "errno(ENOSYS)"}};
+  if (supervisor_ == spec::SupervisorMode::kNotify) {
+    auto refused = TryCreate(s);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.status().ToString().find("process.syscalls[0].names[0]: mount is always "
+                                               "denied, and under the notify supervisor"),
+              std::string::npos)
+        << refused.status();
+  } else {
+    EXPECT_EQ(RunOnce(s, {"/opt/probe", "mount"}).stdout_preview, "mount: ENOSYS\n");
+  }
+  s.process.syscalls = {{{"mount"}, {}, "kill"}};
+  CommandResult r = RunOnce(s, {"/opt/probe", "mount"});
+  EXPECT_EQ(r.classification, Classification::kPolicyBlocked) << r.stdout_preview;
+  EXPECT_EQ(r.signal, SIGSYS);
+  EXPECT_EQ(r.stdout_preview, "");
+}
+
 TEST_P(EscapeTest, ProcessesDyingMidNotificationAreNotActedOn) {
   if (!IsSupervised(supervisor_)) GTEST_SKIP() << "no supervisor";
   spec::SandboxSpec s = WithProbe(TestSpec());
