@@ -472,6 +472,23 @@ TEST(FixtureTest, NpmNameResolution) {
   EXPECT_EQ(a.detail, "registry.invalid");
 }
 
+// A bare "error: " is not rustc's alone: git and pip print it too, and neither is a compilation
+// error. rustc's own bare errors come with their " --> file:line:col".
+TEST(FixtureTest, ABareErrorLineIsNotACompilationError) {
+  for (const char* text :
+       {"error: pathspec 'nosuchbranch' did not match any file(s) known to git\n",
+        "error: subprocess-exited-with-error\n"}) {
+    FailureAnalysis a = AnalyzeOutput(Classification::kExitNonzero, 1, "", text);
+    EXPECT_NE(a.kind, FailureKind::kCompilationError) << Dump(a);
+    EXPECT_THAT(a.key_lines, Contains(std::string(text).substr(0, std::string(text).size() - 1)));
+  }
+  FailureAnalysis rust =
+      AnalyzeOutput(Classification::kExitNonzero, 101, "",
+                    "error: expected one of `!` or `::`, found `x`\n --> src/main.rs:2:5\n");
+  EXPECT_EQ(rust.kind, FailureKind::kCompilationError) << Dump(rust);
+  EXPECT_EQ(rust.detail, "src/main.rs:2");
+}
+
 TEST(FixtureTest, CargoAndTsc) {
   FailureAnalysis a = AnalyzeFixture("cargo_build.stderr.txt", 101);
   EXPECT_EQ(a.kind, FailureKind::kCompilationError) << Dump(a);

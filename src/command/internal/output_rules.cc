@@ -123,7 +123,9 @@ constexpr LineRule kRules[] = {
     {S::kCompilationError, R::kLine, T::kKey,
      R"re(^e: (?P<file>\S+\.kts?): \((?P<line>\d+), (?P<col>\d+)\): (?P<msg>.*)$)re"},
     {S::kCompilationError, R::kLine, T::kKey, R"re(^(?:\./)?[\w./\-]+\.go:\d+:\d+: )re"},
-    {S::kCompilationError, R::kLine, T::kKey, R"re(^error(?:\[E\d+\])?: )re"},
+    // rustc's "error[E0425]: " (a bare "error: " is anyone's: git, pip; rustc's own bare errors
+    // are known by the " --> file:line:col" that follows) and cargo's summary.
+    {S::kCompilationError, R::kLine, T::kKey, R"re(^error\[E\d+\]: |^error: could not compile )re"},
     {S::kCompilationError, R::kLine, T::kContext, R"re(^ *--> (?P<detail>[^ :]+:\d+):\d+$)re"},
     {S::kCompilationError, R::kLine, T::kKey,
      R"re(undefined reference to|Undefined symbols for architecture|ld: symbol\(s\) not found)re"},
