@@ -564,9 +564,12 @@ std::string RenderReport(const CommandSpec& spec, const CommandResult& result,
                   [](const Violation& v) { return v.kind == kCommandPolicyViolation; });
   if (refused_before_run) {
     ended = "not run: refused by the command policy";
-  } else if (result.timed_out || result.classification == Classification::kCommandTimeout) {
+  } else if (result.timed_out) {
     ended = "timed out after " + duration;
     if (spec.timeout) ended += " (limit " + FormatDuration(spec.timeout->count()) + ")";
+  } else if (result.classification == Classification::kCommandTimeout) {
+    // Not the wall clock: the command used up its CPU time (resources.cpuTimeSeconds).
+    ended = "stopped at its CPU time limit after " + duration;
   } else if (result.signal != 0) {
     const char* name = sigabbrev_np(result.signal);
     ended = name != nullptr ? fmt::format("killed by SIG{} after {}", name, duration)

@@ -753,6 +753,12 @@ TEST(RenderReportTest, TimeoutSignalsLimitsAndViolations) {
   std::string report = RenderReport(spec, r);
   EXPECT_THAT(report, HasSubstr("timed out after 30.0 s (limit 30.0 s) [COMMAND_TIMEOUT]\n"));
   EXPECT_THAT(report, HasSubstr("likely failure: timeout\n"));
+  // The CPU time limit (cpuTimeSeconds) ended it, not the wall clock.
+  r.timed_out = false;
+  r.duration_ms = 1104;
+  report = RenderReport(spec, r);
+  EXPECT_THAT(report, HasSubstr("stopped at its CPU time limit after 1.1 s [COMMAND_TIMEOUT]"));
+  EXPECT_THAT(report, Not(HasSubstr("timed out")));
 
   r = CommandResult{};
   r.classification = Classification::kResourceExhaustedMemory;
