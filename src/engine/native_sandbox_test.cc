@@ -275,6 +275,9 @@ TEST_P(NativeSandboxTest, RunsOnACgroupV2TreeAndReportsWhatIsMissing) {
     EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_NE(refused.status().ToString().find("--allow-degraded=" + missing[0]), std::string::npos)
         << refused.status();
+    // And how to provide it.
+    EXPECT_NE(refused.status().ToString().find("cgroup.subtree_control"), std::string::npos)
+        << refused.status();
   }
   o.allow_degraded = missing;
   auto sandbox = NativeSandbox::Create(o);

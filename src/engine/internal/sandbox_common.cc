@@ -128,13 +128,27 @@ absl::StatusOr<std::vector<std::string>> CheckHost(const spec::SandboxSpec& s,
                                         "CONFIG_SECURITY_LANDLOCK and add landlock to lsm=)",
                                         host.kernel)));
   }
-  RETURN_IF_ERROR(require(cgroups.HasController(Controller::kMemory), "cgroup-memory",
-                          "the cgroup memory controller is not available"));
-  RETURN_IF_ERROR(require(cgroups.HasController(Controller::kPids), "cgroup-pids",
-                          "the cgroup pids controller is not available"));
+  // How to get a controller: on v2, enabled in the subtree airlock's cgroups live under; on v1,
+  // a hierarchy of its own mounted.
+  auto missing = [&](const char* controller) {
+    return cgroups.version() == CgroupVersion::kV2
+               ? fmt::format(
+                     "the cgroup {0} controller is not available (enable it with `echo "
+                     "+{0} > cgroup.subtree_control` in /sys/fs/cgroup and each cgroup "
+                     "above airlock's, or boot with cgroup_enable={0})",
+                     controller)
+               : fmt::format(
+                     "the cgroup {0} controller is not available (mount its v1 "
+                     "hierarchy: `mkdir -p /sys/fs/cgroup/{0} && mount -t cgroup -o {0} "
+                     "cgroup /sys/fs/cgroup/{0}`, or boot with cgroup_enable={0})",
+                     controller);
+  };
+  RETURN_IF_ERROR(
+      require(cgroups.HasController(Controller::kMemory), "cgroup-memory", missing("memory")));
+  RETURN_IF_ERROR(
+      require(cgroups.HasController(Controller::kPids), "cgroup-pids", missing("pids")));
   if (s.resources.cpu > 0) {
-    RETURN_IF_ERROR(require(cgroups.HasController(Controller::kCpu), "cgroup-cpu",
-                            "the cgroup cpu controller is not available"));
+    RETURN_IF_ERROR(require(cgroups.HasController(Controller::kCpu), "cgroup-cpu", missing("cpu")));
   }
   if (host.swap_enabled && cgroups.HasController(Controller::kMemory) &&
       !cgroups.HasSwapAccounting()) {
