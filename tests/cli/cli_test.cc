@@ -303,6 +303,14 @@ TEST_F(CliTest, ALevelOtherThanOneOrTwoIsAUsageError) {
             std::string::npos);
   EXPECT_NE(Airlock(Run("--level 0 -- true")).err.find("level 0 is `airlock interp`"),
             std::string::npos);
+  // So is what a valid spec asks for and this backend never provides.
+  for (const char* spec :
+       {"process:\n  capabilities: [CAP_NET_RAW]\n", "process:\n  noNewPrivs: false\n"}) {
+    ASSERT_TRUE(WriteFileAtomic(logs_ + "/spec.yaml", spec).ok());
+    Outcome o = Airlock(Run("--spec " + logs_ + "/spec.yaml -- true"));
+    EXPECT_EQ(o.exit_code, 2) << spec << o.err;
+    EXPECT_NE(o.err.find("process."), std::string::npos) << o.err;
+  }
 }
 
 TEST_F(CliTest, SandboxErrorIs125) {

@@ -35,21 +35,22 @@ absl::Status CheckSpecSupported(const spec::SandboxSpec& s) {
         "level {} ({}) is not served by the native backend, which provides levels 1 and 2",
         static_cast<int>(s.level), spec::ToString(s.level)));
   }
+  // The rest are requests this backend never serves: the caller's to change (InvalidArgument).
   if (!s.process.capabilities.empty()) {
-    return FailedPrecondition("process.capabilities: sandboxed commands never keep capabilities");
+    return InvalidArgument("process.capabilities: sandboxed commands never keep capabilities");
   }
   if (s.process.seccomp_profile != "default") {
-    return FailedPrecondition(
+    return InvalidArgument(
         fmt::format("process.seccompProfile \"{}\" is unknown", s.process.seccomp_profile));
   }
   if (!s.process.no_new_privs) {
-    return FailedPrecondition("process.noNewPrivs: the native backend always sets no_new_privs");
+    return InvalidArgument("process.noNewPrivs: the native backend always sets no_new_privs");
   }
   if (s.cache.mode != spec::CacheMode::kNone) {
-    return FailedPrecondition("cache modes other than none are not available yet");
+    return InvalidArgument("cache modes other than none are not available yet");
   }
   if (!s.secrets.leases.empty()) {
-    return FailedPrecondition("secret leases need the control plane, which this build lacks");
+    return InvalidArgument("secret leases need the control plane, which this build lacks");
   }
   return absl::OkStatus();
 }
