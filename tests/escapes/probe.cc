@@ -314,6 +314,37 @@ int SetIdFiles(const char* dir) {
   return bad ? EPERM : 0;
 }
 
+// The always-denied calls no other attack makes, each with arguments that would do nothing harmful
+// were it let through. Prints each that did not fail with EPERM or ENOSYS (the profile's
+// answers) and returns EPERM if one did; 0 when all were refused.
+int DeniedSet() {
+  int bad = 0;
+  auto expect = [&](const char* what, long rc) {
+    int got = rc < 0 ? errno : 0;
+    if (got != EPERM && got != ENOSYS) {
+      printf("%s: %s\n", what, Name(got));
+      bad = 1;
+    }
+  };
+  expect("request_key", syscall(SYS_request_key, "user", "x", nullptr, 0));
+  expect("umount2", syscall(SYS_umount2, "/sandbox/tmp", 0));
+  expect("pivot_root", syscall(SYS_pivot_root, "/sandbox/tmp", "/sandbox/tmp"));
+  expect("kexec_load", syscall(SYS_kexec_load, 0, 0, nullptr, 0));
+  expect("kexec_file_load", syscall(SYS_kexec_file_load, -1, -1, 0, "", 0));
+  expect("init_module", syscall(SYS_init_module, nullptr, 0, ""));
+  expect("finit_module", syscall(SYS_finit_module, -1, "", 0));
+  expect("delete_module", syscall(SYS_delete_module, "airlock-none", 0));
+  expect("reboot", syscall(SYS_reboot, 0, 0, 0, nullptr));  // wrong magic: EINVAL if let through
+  expect("swapon", syscall(SYS_swapon, "/sandbox/tmp/none", 0));
+  expect("swapoff", syscall(SYS_swapoff, "/sandbox/tmp/none"));
+  expect("acct", syscall(SYS_acct, "/sandbox/tmp/none"));
+  expect("quotactl", syscall(SYS_quotactl, 0, "/", 0, nullptr));
+  expect("process_vm_readv", syscall(SYS_process_vm_readv, getppid(), nullptr, 0, nullptr, 0, 0));
+  expect("io_uring_enter", syscall(SYS_io_uring_enter, -1, 0, 0, 0, nullptr, 0));
+  expect("io_uring_register", syscall(SYS_io_uring_register, -1, 0, nullptr, 0));
+  return bad ? EPERM : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -442,6 +473,8 @@ int main(int argc, char** argv) {
     if (err == 0) err = Result(setrlimit(RLIMIT_NOFILE, &l));
   } else if (a == "uid-map-write")
     err = CreateFile("/proc/self/uid_map");
+  else if (a == "denied-set")
+    err = DeniedSet();
   else {
     fprintf(stderr, "airlock-probe: unknown attack %s\n", a.c_str());
     return 2;
