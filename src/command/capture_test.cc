@@ -1,13 +1,51 @@
 #include "command/capture.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include "command/finish.h"
 #include "common/files.h"
 #include "common/sha256.h"
 #include "gtest/gtest.h"
 
 namespace airlock {
 namespace {
+
+// The raw file is redacted stream by stream: a secret printed in two writes on stdout with a line
+// of stderr between them is still found. Writing the raw file failed (its descriptor here is
+// read-only), so its last record, cut short by that failure, may end inside a secret: that end
+// is redacted, and the log ends there.
+TEST(FinishOutputTest, RedactsEachStreamOnItsOwnAndAFailedWritesEnd) {
+  char dir[] = "/tmp/airlock-finish-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string raw = std::string(dir) + "/raw", log = std::string(dir) + "/log";
+  // The records as OutputCapture writes them, the last one cut after 4 of its 12 bytes.
+  std::string records;
+  auto record = [&](char stream, std::string_view bytes, uint32_t length) {
+    records += stream;
+    for (int i = 0; i < 4; ++i) records += static_cast<char>((length >> (8 * i)) & 0xff);
+    records += bytes;
+  };
+  record(0, "key s3cr3t-Va", 13);
+  record(1, "E\n", 2);
+  record(0, "lue here\n", 9);
+  record(0, "s3cr", 12);
+  ASSERT_TRUE(WriteFileAtomic(raw, records, 0600).ok());
+  int read_only = open(raw.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(read_only, 0);
+  OutputCapture capture(read_only, 1 << 20);
+  capture.Add(OutputCapture::kStdout, "key s3cr3t-Va");  // fails to write: status() is the error
+  close(read_only);
+  ASSERT_FALSE(capture.status().ok());
+  absl::StatusOr<Redactor> redactor = Redactor::Create({"s3cr3t-Value"});
+  ASSERT_TRUE(redactor.ok()) << redactor.status();
+  CommandResult result;
+  ASSERT_TRUE(FinishOutput({.argv = {"x"}}, *redactor, capture, raw, log, &result).ok());
+  std::string text = ReadFile(log).value_or("");
+  // (With a cut, each stream's end waits for the end of all: stderr's line comes after.)
+  EXPECT_EQ(text, "key [REDACTED:secret] here\n[REDACTED:secret]E\n") << text;
+  ASSERT_TRUE(RemoveTree(dir).ok());
+}
 
 TEST(CaptureTest, KeepsUpToTheCapAndCountsEverything) {
   char path[] = "/tmp/airlock-capture-XXXXXX";

@@ -41,7 +41,8 @@ absl::Status AnalyzeInto(const CommandSpec& command, const Redactor& redactor,
 // redactor of its own, so that stderr arriving in the middle of a secret printed on stdout (or
 // the reverse) does not split it out of sight; the redacted bytes are written in the order they
 // come out, which keeps the streams' interleaving except where a redactor holds bytes back. With
-// `cut`, the log was cut at its cap and either stream may end inside a secret.
+// `cut`, the log was cut (at its cap, or where writing it failed) and either stream may end inside
+// a secret; a last record cut short by a failed write ends the log there.
 absl::Status RedactRecords(const Redactor& redactor, int in_fd, int out_fd, bool cut) {
   CutStreamRedactor streams[2] = {{redactor, cut}, {redactor, cut}};
   std::string buffer;  // bytes read and not yet taken
@@ -64,10 +65,7 @@ absl::Status RedactRecords(const Redactor& redactor, int in_fd, int out_fd, bool
   std::string out;
   for (;;) {
     RETURN_IF_ERROR(fill(OutputCapture::kRecordHeaderBytes));
-    size_t left = buffer.size() - taken;
-    if (left == 0) break;
-    if (left < OutputCapture::kRecordHeaderBytes)
-      return absl::DataLossError("raw log: a record cut short");
+    if (buffer.size() - taken < OutputCapture::kRecordHeaderBytes) break;  // the end, or cut
     const auto stream = static_cast<uint8_t>(buffer[taken]);
     uint32_t length = 0;
     for (int i = 0; i < 4; ++i) {
@@ -78,7 +76,7 @@ absl::Status RedactRecords(const Redactor& redactor, int in_fd, int out_fd, bool
     while (length > 0) {
       RETURN_IF_ERROR(fill(1));
       size_t n = std::min<size_t>(length, buffer.size() - taken);
-      if (n == 0) return absl::DataLossError("raw log: a record cut short");
+      if (n == 0) break;  // cut short
       out.clear();
       streams[stream].Write(std::string_view(buffer).substr(taken, n), &out);
       RETURN_IF_ERROR(WriteAll(out_fd, out));
@@ -118,7 +116,8 @@ absl::Status FinishOutput(const CommandSpec& command, const Redactor& redactor,
   UniqueFd out(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
   if (!out) return ErrnoStatus(errno, fmt::format("create {}", log_path));
   // A log cut at maxLogBytes may end inside a secret.
-  absl::Status s = RedactRecords(redactor, in.get(), out.get(), capture.truncated());
+  absl::Status s =
+      RedactRecords(redactor, in.get(), out.get(), capture.truncated() || !capture.status().ok());
   in.Reset();
   // The unredacted copy goes whatever happened; a half-written log is removed too.
   ::unlink(raw_path.c_str());
