@@ -20,6 +20,22 @@ OutputCapture::OutputCapture(std::function<absl::StatusOr<int>()> open_raw, int6
   open_raw_ = std::move(open_raw);
 }
 
+void OutputCapture::AppendRecordHeader(Stream s, uint32_t length, std::string* out) {
+  out->push_back(static_cast<char>(s));
+  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>((length >> (8 * i)) & 0xff));
+}
+
+bool OutputCapture::ParseRecordHeader(const char* header, Stream* s, uint32_t* length) {
+  const auto stream = static_cast<uint8_t>(header[0]);
+  if (stream != kStdout && stream != kStderr) return false;
+  *s = static_cast<Stream>(stream);
+  *length = 0;
+  for (int i = 0; i < 4; ++i) {
+    *length |= static_cast<uint32_t>(static_cast<uint8_t>(header[1 + i])) << (8 * i);
+  }
+  return true;
+}
+
 void OutputCapture::Add(Stream s, std::string_view data) {
   StreamState& st = streams_[s];
   st.bytes += static_cast<int64_t>(data.size());
@@ -52,9 +68,7 @@ void OutputCapture::Add(Stream s, std::string_view data) {
     }
     if (raw_fd_ >= 0 && status_.ok() && !keep.empty()) {
       record_.clear();
-      record_.push_back(static_cast<char>(s));
-      const auto length = static_cast<uint32_t>(keep.size());
-      for (int i = 0; i < 4; ++i) record_.push_back(static_cast<char>((length >> (8 * i)) & 0xff));
+      AppendRecordHeader(s, static_cast<uint32_t>(keep.size()), &record_);
       record_.append(keep);
       status_ = WriteAll(raw_fd_, record_);
     }

@@ -25,6 +25,10 @@ class OutputCapture {
   // shown as it is: FinishOutput redacts each stream on its own into the log, so output of one
   // stream that comes in the middle of a secret on the other does not hide it.
   static constexpr size_t kRecordHeaderBytes = 5;
+  // Appends a record's header to `out`.
+  static void AppendRecordHeader(Stream s, uint32_t length, std::string* out);
+  // Reads a record's header (kRecordHeaderBytes at `header`); false when it names no stream.
+  static bool ParseRecordHeader(const char* header, Stream* s, uint32_t* length);
 
   // raw_fd: where kept bytes are written (not owned); -1 keeps nothing. Previews show
   // preview_bytes of each end of a stream; context_bytes more are kept on the inner side so a

@@ -21,15 +21,14 @@ TEST(FinishOutputTest, RedactsEachStreamOnItsOwnAndAFailedWritesEnd) {
   const std::string raw = std::string(dir) + "/raw", log = std::string(dir) + "/log";
   // The records as OutputCapture writes them, the last one cut after 4 of its 12 bytes.
   std::string records;
-  auto record = [&](char stream, std::string_view bytes, uint32_t length) {
-    records += stream;
-    for (int i = 0; i < 4; ++i) records += static_cast<char>((length >> (8 * i)) & 0xff);
+  auto record = [&](OutputCapture::Stream stream, std::string_view bytes, uint32_t length) {
+    OutputCapture::AppendRecordHeader(stream, length, &records);
     records += bytes;
   };
-  record(0, "key s3cr3t-Va", 13);
-  record(1, "E\n", 2);
-  record(0, "lue here\n", 9);
-  record(0, "s3cr", 12);
+  record(OutputCapture::kStdout, "key s3cr3t-Va", 13);
+  record(OutputCapture::kStderr, "E\n", 2);
+  record(OutputCapture::kStdout, "lue here\n", 9);
+  record(OutputCapture::kStdout, "s3cr", 12);
   ASSERT_TRUE(WriteFileAtomic(raw, records, 0600).ok());
   int read_only = open(raw.c_str(), O_RDONLY | O_CLOEXEC);
   ASSERT_GE(read_only, 0);

@@ -66,12 +66,11 @@ absl::Status RedactRecords(const Redactor& redactor, int in_fd, int out_fd, bool
   for (;;) {
     RETURN_IF_ERROR(fill(OutputCapture::kRecordHeaderBytes));
     if (buffer.size() - taken < OutputCapture::kRecordHeaderBytes) break;  // the end, or cut
-    const auto stream = static_cast<uint8_t>(buffer[taken]);
+    OutputCapture::Stream stream;
     uint32_t length = 0;
-    for (int i = 0; i < 4; ++i) {
-      length |= static_cast<uint32_t>(static_cast<uint8_t>(buffer[taken + 1 + i])) << (8 * i);
+    if (!OutputCapture::ParseRecordHeader(buffer.data() + taken, &stream, &length)) {
+      return absl::DataLossError("raw log: a record of no stream");
     }
-    if (stream > 1) return absl::DataLossError("raw log: a record of no stream");
     taken += OutputCapture::kRecordHeaderBytes;
     while (length > 0) {
       RETURN_IF_ERROR(fill(1));
@@ -115,7 +114,7 @@ absl::Status FinishOutput(const CommandSpec& command, const Redactor& redactor,
   if (!in) return ErrnoStatus(errno, fmt::format("open {}", raw_path));
   UniqueFd out(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
   if (!out) return ErrnoStatus(errno, fmt::format("create {}", log_path));
-  // A log cut at maxLogBytes may end inside a secret.
+  // A log cut at maxLogBytes, or where writing it failed, may end inside a secret.
   absl::Status s =
       RedactRecords(redactor, in.get(), out.get(), capture.truncated() || !capture.status().ok());
   in.Reset();

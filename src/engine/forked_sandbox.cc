@@ -119,9 +119,10 @@ absl::StatusOr<std::unique_ptr<ForkedSandbox>> ForkedSandbox::Prepare(SandboxOpt
   }
   sb->plan_ = std::make_unique<Plan>();
   Plan& plan = *sb->plan_;
-  ASSIGN_OR_RETURN(std::tie(plan.host_uid, plan.host_gid), HostIds(sb->options_));
   ASSIGN_OR_RETURN(internal::PlanInputs in,
                    PreparePlanInputs(sb->options_, sb->run_dir_, sb->degraded_));
+  plan.host_uid = in.host_uid;
+  plan.host_gid = in.host_gid;
   ASSIGN_OR_RETURN(plan.worker.setup, internal::BuildPlan(in, &plan.owned_fds),
                    "plan sandbox mounts");
   plan.worker.workdir = s.workdir;

@@ -138,10 +138,11 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
   }
   sb->log_dir_ = sb->options_.log_dir.empty() ? sb->run_dir_ + "/logs" : sb->options_.log_dir;
 
-  Setup setup;
-  ASSIGN_OR_RETURN(std::tie(setup.host_uid, setup.host_gid), HostIds(sb->options_));
   ASSIGN_OR_RETURN(internal::PlanInputs in,
                    PreparePlanInputs(sb->options_, sb->run_dir_, sb->degraded_));
+  Setup setup;
+  setup.host_uid = in.host_uid;
+  setup.host_gid = in.host_gid;
   RETURN_IF_ERROR(MakeDirs(sb->log_dir_, 0700));
   if (wants_egress) {
     // The proxy's socket for this sandbox, bound into it at /run/egress.sock; the run directory
