@@ -808,8 +808,9 @@ struct RunningCommand::State {
   // outlive this state with keep_background); cg_mu orders those kills with ours.
   std::shared_ptr<Cgroup> cg;
   std::shared_ptr<std::mutex> cg_mu = std::make_shared<std::mutex>();
-  // The supervisor's event sink when it records routed connects (declared before `sup`, which
-  // calls it until it goes).
+  // The supervisor's event sinks: the caller's behind its redaction, and the recorder of routed
+  // connects (declared before `sup`, which calls them until it goes).
+  std::unique_ptr<SyscallEventSink> redacting_events;
   std::unique_ptr<SyscallEventSink> routed_connects;
   std::unique_ptr<supervisor::Supervisor> sup;
   UniqueFd out_r, err_r, in_w;
@@ -954,6 +955,11 @@ absl::StatusOr<std::unique_ptr<RunningCommand>> NativeSandbox::Start(const Comma
   if (records_blocked_) StartProxyClientRun(st->proxy_client);
   auto end_run_on_failure = [this, &st] { EndProxyClientRun(st->proxy_client); };
   SyscallEventSink* events = options.syscall_events;
+  if (events != nullptr) {
+    // A streaming consumer sees decoded paths and argv: redacted as the result's.
+    st->redacting_events = std::make_unique<RedactingSyscallEventSink>(*st->redactor, events);
+    events = st->redacting_events.get();
+  }
   if (records_blocked_ && syscall_policy_->mode() != spec::SupervisorMode::kNone) {
     st->routed_connects = std::make_unique<RoutedConnects>(
         [this, client = st->proxy_client](const supervisor::DirectAttempt& attempt) {
@@ -1219,13 +1225,17 @@ absl::StatusOr<CommandResult> RunningCommand::Wait() {
     if (network_required) result.classification = Classification::kNetworkRequired;
   }
   st.raw.Reset();
+  // Paths, argv, host names and addresses came from the sandbox too.
+  RedactResultFields(*st.redactor, &result);
   RETURN_IF_ERROR(FinishOutput(st.command, *st.redactor, capture, st.raw_path,
                                fmt::format("{}/{}.log", sb.log_dir_, result.command_id.value()),
                                &result));
   if (network_required) {
     // The refused host leads the key lines and names the failure; the report is redone with it.
     netproxy::ApplyNetworkRequired(*network_required, result);
-    result.failure_detail = fmt::format("{}:{}", network_required->host, network_required->port);
+    result.failure_detail =
+        st.redactor->Redact(fmt::format("{}:{}", network_required->host, network_required->port));
+    result.key_lines.front() = st.redactor->Redact(result.key_lines.front());
     result.report = RenderReport(st.command, result, &*st.redactor);
   }
   st.timings.finish = Since(t_finish);

@@ -364,6 +364,8 @@ TEST(DetectorsTest, EncodedFormsOfExplicitValues) {
   // alignment at offset 5 must be one of the forms.
   std::vector<std::string> forms = EncodedForms("P4ssw0rd!", 8);
   EXPECT_THAT(forms, testing::Contains("P4ssw0rd%21"));
+  // A host name label comes back lowercased from the proxy.
+  EXPECT_THAT(forms, testing::Contains("p4ssw0rd!"));
   bool found = false;
   for (const std::string& f : forms) {
     found |= std::string("dXNlcjpQNHNzdzByZCE=").find(f) != std::string::npos && f.size() >= 8;

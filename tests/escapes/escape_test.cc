@@ -56,6 +56,8 @@ class EscapeTest : public testing::SupervisedSandboxTest {
   }
 };
 
+bool IsSupervised(spec::SupervisorMode mode) { return mode != spec::SupervisorMode::kNone; }
+
 // --- file system ---------------------------------------------------------------------------
 
 TEST_P(EscapeTest, HostHomesAndKeysAreAbsent) {
@@ -559,6 +561,38 @@ TEST_P(EscapeTest, RegisteredSecretNeverLeavesInOutput) {
   ASSERT_TRUE(RemoveTree(logs).ok());
 }
 
+// Attack: carry a registered secret and a detected token out through what the supervisor reports
+// instead of the output: as a program's arguments, an opened path and a denied call's path.
+// Expected: the supervisor saw the calls (notify and ptrace), and neither the secret, nor its
+// lowercase form, nor the token is in any field of the result or in an event streamed while the
+// command ran; the redacted forms stand in their place.
+TEST_P(EscapeTest, RegisteredSecretNeverLeavesThroughTheSyscallReport) {
+  const std::string secret = "Hunter2SecretValue99";
+  const std::string token = "ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789";
+  spec::SandboxSpec s = TestSpec();
+  if (IsSupervised(supervisor_)) {
+    const std::string route = supervisor_ == spec::SupervisorMode::kPtrace ? "trace" : "notify";
+    s.process.syscalls = {{{"execve", "openat"}, {}, route},
+                          {{"mkdir", "mkdirat"}, {}, "errno(EACCES)"}};
+  }
+  BoundedSyscallEventQueue events(1000);
+  CommandResult r = RunOnce(
+      s,
+      {"sh", "-c", "cat /tmp/$0 2>/dev/null; mkdir /tmp/$0 2>/dev/null; /bin/true $0 $1; exit 0",
+       secret, token},
+      {.secrets = {secret}, .syscall_events = &events});
+  std::string all = ToJson(r).dump();
+  for (const SyscallEvent& e : events.Drain()) all += ToJson(e).dump();
+  for (const std::string& part : {secret, std::string("hunter2secretvalue99"), token.substr(4)}) {
+    EXPECT_EQ(all.find(part), std::string::npos) << part << " in " << all;
+  }
+  if (IsSupervised(supervisor_)) {
+    EXPECT_EQ(r.syscalls.denied, 1) << all;
+    EXPECT_NE(all.find("/tmp/[REDACTED:secret]"), std::string::npos) << all;
+    EXPECT_NE(all.find("[REDACTED:github_token]"), std::string::npos) << all;
+  }
+}
+
 // Attack: print a registered secret exactly where a limit cuts the output, so that the cut
 // leaves its first bytes on the kept side: at maxLogBytes in the raw log, and at the end of a
 // preview's window with a secret longer than the window's context (4 KiB); then a detected
@@ -618,8 +652,6 @@ TEST_P(EscapeTest, DetectedCredentialsAreRedactedWithoutRegistration) {
 }
 
 // --- the syscall supervisor (cases 43-48 of the escape list; 49 and 50 in tests/cli) --------
-
-bool IsSupervised(spec::SupervisorMode mode) { return mode != spec::SupervisorMode::kNone; }
 
 TEST_P(EscapeTest, SupervisorCannotBeTracedOrWrittenTo) {
   // Nothing of the host is visible or reachable: tracing or writing into any process is denied,

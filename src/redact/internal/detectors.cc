@@ -273,6 +273,13 @@ std::vector<std::string> EncodedForms(std::string_view value, size_t min_length)
     forms.push_back(std::move(form));
   };
   add(PercentEncode(value));
+  // Host names come back lowercased (the egress proxy and DNS fold case): a value sent as a
+  // name's label is reported in lower case.
+  std::string lower(value);
+  for (char& c : lower) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  add(std::move(lower));
 
   // In base64, output character c carries bits [6c, 6c+6) of the input. With the value at
   // byte offset k (k = 0, 1, 2 covers every alignment), the characters that depend on the

@@ -73,7 +73,8 @@ bool LooksSecret(std::string_view value);
 bool Passes(Check check, std::string_view value);
 
 // The forms of an explicit secret value that Redactor matches besides the value itself:
-// percent-encoding and the value-only part of its base64 encodings (see Redactor::Create).
+// percent-encoding, lower case, and the value-only part of its base64 encodings (see
+// Redactor::Create).
 // Forms shorter than `min_length` and forms equal to the value are left out.
 std::vector<std::string> EncodedForms(std::string_view value, size_t min_length);
 
