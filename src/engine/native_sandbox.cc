@@ -49,6 +49,8 @@ using std::chrono::milliseconds;
 
 // Processes of a sandbox that are not commands: airlock-init and airlock-forwarder.
 constexpr int64_t kSandboxOwnProcesses = 2;
+// Memory for them beyond the spec's (airlock-init keeps under 1 MiB, the forwarder a few).
+constexpr int64_t kSandboxOwnMemoryBytes = int64_t{16} << 20;
 
 const Logger& Log() {
   static const Logger& logger = GetLogger("engine");
@@ -63,6 +65,10 @@ std::chrono::microseconds Since(Clock::time_point t) {
 
 absl::Status CheckSyscallPolicy(const spec::Process& process) {
   return supervisor::SyscallPolicy::Compile(process, internal::TreatmentOf).status();
+}
+
+supervisor::ProfileTreatment ProfileTreatmentOf(std::string_view name) {
+  return internal::TreatmentOf(name);
 }
 
 std::string DefaultToolsDir() {
@@ -161,6 +167,11 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
   // reaches its own pids limit first and the refused fork is counted in its cgroup (cgroup v2
   // counts pids.events where the limit was hit, not where the fork was).
   if (limits.pids_max > 0) limits.pids_max += kSandboxOwnProcesses;
+  // The same for memory: the sandbox's limit counts airlock-init beside the command. Were it the
+  // command's, it would be reached first, and its OOM kill takes the largest process of the
+  // whole sandbox: airlock-init, when the command fills memory without mapping it (a file in
+  // /sandbox/tmp), which ends the sandbox.
+  if (limits.memory_bytes > 0) limits.memory_bytes += kSandboxOwnMemoryBytes;
   RETURN_IF_ERROR(sb->cgroup_->SetLimits(limits), "set cgroup limits");
   // cgroup v2 allows processes only in leaves once controllers are enabled below: airlock-init
   // gets its own. On v1 it stays in the sandbox's cgroup, which saves a cgroup per hierarchy.

@@ -396,6 +396,9 @@ class NativeSandbox {
 // Create checks it: InvalidArgument naming the rule. Probes nothing on the host.
 absl::Status CheckSyscallPolicy(const spec::Process& process);
 
+// How the engine's built-in seccomp profile treats the system call `name`.
+supervisor::ProfileTreatment ProfileTreatmentOf(std::string_view name);
+
 // Where the built airlock-init and tools are: $AIRLOCK_TOOLS_DIR, else ../tools or
 // ../libexec/airlock next to the running binary.
 std::string DefaultToolsDir();

@@ -203,6 +203,42 @@ TEST_P(EscapeTest, InotifyInstancesAreBoundedPerSandbox) {
   EXPECT_EQ(r.stdout_preview, "0\n");
 }
 
+TEST_P(EscapeTest, HostWidePoolsCannotBeDrained) {
+  // Attack: take a pool the whole host shares. Native AIO contexts come out of fs.aio-max-nr
+  // (65,536 by default, for every process on the host); terminals of every devpts instance but
+  // the host's own out of kernel.pty.max less its reserve (3,072). Expected: io_setup answers
+  // ENOSYS (libaio's users fall back to threads), and a sandbox holds at most 16 terminals.
+  EXPECT_EQ(Probe("io_setup"), "io_setup: ENOSYS");
+  EXPECT_EQ(Probe("ptmx-hoard"), "16 terminals\nptmx-hoard: ENOSPC");
+}
+
+TEST_P(EscapeTest, ResourceLimitsAreNotInherited) {
+  // Attack: run SCHED_FIFO when whatever started airlock allowed real-time priority (a service
+  // manager's LimitRTPRIO), to take CPU time past the cgroup's quota. Expected: the command's
+  // RLIMIT_RTPRIO and RLIMIT_NICE are 0, so EPERM, and its memlock limit is 8 MiB (or our hard
+  // limit, if lower), whatever the caller's. The caller's real-time limit is raised first where
+  // this process may (a container without CAP_SYS_RESOURCE may not), and its memlock soft limit
+  // lowered, which any process may.
+  struct rlimit saved_rtprio, saved_memlock;
+  ASSERT_EQ(getrlimit(RLIMIT_RTPRIO, &saved_rtprio), 0);
+  ASSERT_EQ(getrlimit(RLIMIT_MEMLOCK, &saved_memlock), 0);
+  struct rlimit raised = {50, 50};
+  const bool rtprio_raised = setrlimit(RLIMIT_RTPRIO, &raised) == 0;
+  struct rlimit lowered = {64 << 10, saved_memlock.rlim_max};
+  ASSERT_EQ(setrlimit(RLIMIT_MEMLOCK, &lowered), 0);
+  EXPECT_EQ(Probe("sched-fifo"), "sched-fifo: EPERM");
+  const uint64_t memlock = std::min<uint64_t>(8 << 20, saved_memlock.rlim_max);
+  EXPECT_EQ(RunOnce(TestSpec(), {"python3", "-c",
+                                 "import resource as r; print(*(r.getrlimit(x) for x in "
+                                 "(r.RLIMIT_RTPRIO, r.RLIMIT_NICE, r.RLIMIT_MEMLOCK)))"})
+                .stdout_preview,
+            fmt::format("(0, 0) (0, 0) ({}, {})\n", memlock, memlock));
+  if (rtprio_raised) {
+    ASSERT_EQ(setrlimit(RLIMIT_RTPRIO, &saved_rtprio), 0);
+  }
+  ASSERT_EQ(setrlimit(RLIMIT_MEMLOCK, &saved_memlock), 0);
+}
+
 TEST_P(EscapeTest, NoCapabilitiesAtAll) {
   EXPECT_EQ(Probe("caps"),
             "CapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\n"
@@ -322,6 +358,14 @@ TEST_P(EscapeTest, DangerousSocketFamiliesAreDenied) {
   EXPECT_EQ(Probe("socket-netlink-audit"), "socket-netlink-audit: EPERM");
   EXPECT_EQ(Probe("socket-netlink-route"), "socket-netlink-route: ok");
   EXPECT_EQ(Probe("socket-inet"), "socket-inet: ok");
+  EXPECT_EQ(Probe("socket-inet6-udp"), "socket-inet6-udp: ok");
+  // IP sockets are TCP and UDP: SOCK_PACKET (which the kernel turns into a packet socket) and
+  // the protocols ordinary tools never use (whose modules a modular kernel would load) are
+  // refused before any protocol code runs.
+  for (const char* attack : {"socket-inet-packet", "socket-inet-sctp", "socket-inet6-seqpacket",
+                             "socket-inet-udplite", "socket-inet-proto-high"}) {
+    EXPECT_EQ(Probe(attack), std::string(attack) + ": EPROTONOSUPPORT");
+  }
   // socketpair is the other way into a family's code: AF_TIPC makes working pairs where the
   // module loads, and AF_VSOCK runs its socket code before it answers EOPNOTSUPP. The filter
   // answers both before any family code runs.
@@ -396,6 +440,22 @@ TEST_P(EscapeTest, MemoryBombIsClassified) {
   EXPECT_EQ(r.classification, Classification::kResourceExhaustedMemory);
   EXPECT_GE(r.usage.oom_kills, 1);
   EXPECT_EQ(r.signal, SIGKILL);
+  // Memory filled without being mapped (a file in /sandbox/tmp, larger than the memory limit)
+  // by a process smaller than airlock-init: still the command's OOM kill, and the sandbox
+  // lives on.
+  s = WithProbe(s);
+  s.resources.memory_mb = 32;
+  s.filesystem.tmp_size_mb = 128;
+  auto sandbox = Create(s);
+  ASSERT_NE(sandbox, nullptr);
+  auto filled = sandbox->Exec({.argv = {"/opt/probe", "fill-tmp"}}, {});
+  ASSERT_TRUE(filled.ok()) << filled.status();
+  EXPECT_EQ(filled->classification, Classification::kResourceExhaustedMemory) << filled->error;
+  EXPECT_EQ(filled->signal, SIGKILL);
+  auto after = sandbox->Exec({.argv = {"sh", "-c", "rm /sandbox/tmp/fill && echo alive"}}, {});
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->stdout_preview, "alive\n");
+  DestroyAndCheckGone(std::move(sandbox));
 }
 
 // Attack: read the caller's environment (API keys, tokens) from inside the sandbox. Expected:
@@ -750,6 +810,17 @@ TEST_P(EscapeTest, RulesOnAlwaysDeniedCallsActUnderEverySupervisor) {
   EXPECT_EQ(r.classification, Classification::kPolicyBlocked) << r.stdout_preview;
   EXPECT_EQ(r.signal, SIGSYS);
   EXPECT_EQ(r.stdout_preview, "");
+  // The same for a kill rule on a call the profile refuses only with some arguments: routed, the
+  // refused arguments met the profile's EPERM and the kill never came.
+  for (auto [name, attack] : {std::pair<const char*, const char*>{"unshare", "unshare-user"},
+                              {"socket", "socket-packet"},
+                              {"ioctl", "tiocsti"}}) {
+    s.process.syscalls = {{{name}, {}, "kill"}};
+    r = RunOnce(s, {"/opt/probe", attack});
+    EXPECT_EQ(r.classification, Classification::kPolicyBlocked) << attack << r.stdout_preview;
+    EXPECT_EQ(r.signal, SIGSYS) << attack;
+    EXPECT_EQ(r.stdout_preview, "") << attack;
+  }
 }
 
 TEST_P(EscapeTest, ProcessesDyingMidNotificationAreNotActedOn) {

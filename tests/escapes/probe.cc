@@ -74,6 +74,8 @@ const char* Name(int err) {
       return "ECONNREFUSED";
     case EEXIST:
       return "EEXIST";
+    case EPROTONOSUPPORT:
+      return "EPROTONOSUPPORT";
     default: {
       static char buf[32];
       snprintf(buf, sizeof(buf), "errno%d", err);
@@ -406,7 +408,39 @@ int main(int argc, char** argv) {
     err = Result(socket(AF_NETLINK, SOCK_RAW, 0));
   else if (a == "socket-inet")
     err = Result(socket(AF_INET, SOCK_STREAM, 0));
-  else if (a == "socketpair-tipc" || a == "socketpair-vsock" || a == "socketpair-unix") {
+  else if (a == "socket-inet6-udp")
+    err = Result(socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, IPPROTO_UDP));
+  else if (a == "socket-inet-packet")  // the kernel makes this a packet socket
+    err = Result(socket(AF_INET, SOCK_PACKET, htons(3 /*ETH_P_ALL*/)));
+  else if (a == "socket-inet-sctp")
+    err = Result(socket(AF_INET, SOCK_STREAM, IPPROTO_SCTP));
+  else if (a == "socket-inet6-seqpacket")
+    err = Result(socket(AF_INET6, SOCK_SEQPACKET, 0));
+  else if (a == "socket-inet-udplite")
+    err = Result(socket(AF_INET, SOCK_DGRAM, IPPROTO_UDPLITE));
+  else if (a == "socket-inet-proto-high")  // a protocol above every allowed one
+    err = Result(socket(AF_INET, SOCK_STREAM, 262 /*IPPROTO_MPTCP*/));
+  else if (a == "io_setup") {
+    unsigned long ctx = 0;
+    err = Result(syscall(SYS_io_setup, 65536, &ctx));
+  } else if (a == "ptmx-hoard") {
+    int n = 0;
+    while (open("/dev/ptmx", O_RDWR | O_NOCTTY) >= 0) ++n;
+    err = errno;
+    printf("%d terminals\n", n);
+  } else if (a == "fill-tmp") {
+    // Fills memory without mapping it (a tmpfs file), from a process much smaller than
+    // airlock-init: if anything but this process is killed for it, the sandbox goes.
+    static char chunk[1 << 16];
+    int fd = open("/sandbox/tmp/fill", O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    err = fd < 0 ? errno : 0;
+    while (err == 0) {
+      if (write(fd, chunk, sizeof(chunk)) < 0) err = errno;
+    }
+  } else if (a == "sched-fifo") {
+    struct sched_param p = {1};
+    err = Result(sched_setscheduler(0, SCHED_FIFO, &p));
+  } else if (a == "socketpair-tipc" || a == "socketpair-vsock" || a == "socketpair-unix") {
     int sv[2];
     int family = a == "socketpair-tipc" ? AF_TIPC : a == "socketpair-vsock" ? AF_VSOCK : AF_UNIX;
     err = Result(socketpair(family, a == "socketpair-unix" ? SOCK_STREAM : SOCK_SEQPACKET, 0, sv));

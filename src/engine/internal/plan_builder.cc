@@ -29,6 +29,9 @@ using Kind = MountOp::Kind;
 constexpr uint64_t kReadOnly = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
 constexpr uint64_t kReadWrite = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
 
+// Terminals a sandbox may hold open at once (/dev/pts).
+constexpr int kMaxTerminals = 16;
+
 // Top-level entries of the host root that make up the default root file system. Everything
 // else (home directories, /root, /var, /run and its sockets, /srv, /mnt, /boot) stays out.
 constexpr const char* kHostRootEntries[] = {"usr",   "bin",   "sbin",   "lib",
@@ -357,7 +360,10 @@ void AddProcAndDev(Builder& b, int64_t shm_bytes) {
   b.Mkdir("/dev/pts");
   MountOp& pts = b.Add(Kind::kDevpts, "/dev/pts");
   pts.flags = MS_NOSUID | MS_NOEXEC;
-  pts.data = "newinstance,ptmxmode=0666,mode=0620";
+  // At most 16 terminals: every devpts instance but the host's own draws on one pool for the
+  // whole host (kernel.pty.max less kernel.pty.reserve, 3,072 by default), which a sandbox
+  // opening /dev/ptmx in a loop would otherwise take for itself.
+  pts.data = fmt::format("newinstance,ptmxmode=0666,mode=0620,max={}", kMaxTerminals);
   b.Symlink("/dev/ptmx", "pts/ptmx");
   b.Symlink("/dev/fd", "/proc/self/fd");
   b.Symlink("/dev/stdin", "/proc/self/fd/0");

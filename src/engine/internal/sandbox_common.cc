@@ -231,12 +231,24 @@ std::vector<init::Rlimit> CommandRlimits(const spec::SandboxSpec& s) {
   auto limit = [](int resource, uint64_t v) {
     return init::Rlimit{static_cast<uint32_t>(resource), v, v};
   };
+  // Below our own hard limit, which the sandbox inherits and may not raise.
+  auto at_most = [](int resource, uint64_t v) {
+    struct rlimit ours;
+    return ::getrlimit(resource, &ours) == 0 ? std::min<uint64_t>(v, ours.rlim_max) : v;
+  };
   constexpr uint64_t kMiB = 1 << 20;
   return {
       limit(RLIMIT_NOFILE, static_cast<uint64_t>(s.process.open_files)),
       limit(RLIMIT_FSIZE, static_cast<uint64_t>(s.resources.disk_mb) * kMiB),
       limit(RLIMIT_CORE, 0),
       limit(RLIMIT_STACK, static_cast<uint64_t>(s.process.stack_mb) * kMiB),
+      // The rest would come from whatever started airlock (a service manager's LimitRTPRIO,
+      // an unlimited memlock): set to what an ordinary login gets, with no real-time priority
+      // (SCHED_FIFO would take CPU time the cgroup's quota does not bound) and no nice boost.
+      limit(RLIMIT_RTPRIO, 0),
+      limit(RLIMIT_NICE, 0),
+      limit(RLIMIT_MEMLOCK, at_most(RLIMIT_MEMLOCK, 8 * kMiB)),
+      limit(RLIMIT_MSGQUEUE, at_most(RLIMIT_MSGQUEUE, 819200)),
   };
 }
 

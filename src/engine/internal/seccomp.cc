@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/sched.h>
+#include <netinet/in.h>
 #include <seccomp.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -10,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -140,12 +143,6 @@ constexpr const char* kAllowed[] = {
     "timerfd_settime",
     "timerfd_gettime",
     "memfd_create",
-    "io_setup",
-    "io_destroy",
-    "io_submit",
-    "io_getevents",
-    "io_cancel",
-    "io_pgetevents",
     "cachestat",
     // memory
     "mmap",
@@ -390,10 +387,13 @@ constexpr const char* kDeniedEperm[] = {
 };
 
 // Denied with ENOSYS so that libraries fall back: clone3 and openat2 (their flags and mode live
-// in memory a filter cannot read; libraries then use clone and openat, whose arguments it can)
-// and io_uring (its operations bypass seccomp entirely).
+// in memory a filter cannot read; libraries then use clone and openat, whose arguments it can),
+// io_uring (its operations bypass seccomp entirely), and native AIO, whose contexts come out of
+// one pool for the whole host (fs.aio-max-nr): a sandbox that took it all would fail every
+// io_setup on the host, databases' and QEMU's among them (libaio's users fall back to threads).
 constexpr const char* kDeniedEnosys[] = {
-    "clone3", "openat2", "io_uring_setup", "io_uring_enter", "io_uring_register",
+    "clone3",     "openat2",   "io_uring_setup", "io_uring_enter", "io_uring_register", "io_setup",
+    "io_destroy", "io_submit", "io_getevents",   "io_pgetevents",  "io_cancel",
 };
 
 // Namespace flags that clone/unshare may not use.
@@ -423,13 +423,42 @@ class Builder {
 
   // Adds a rule for `name`; names the architecture does not have are skipped.
   void Add(uint32_t action, const char* name, std::initializer_list<scmp_arg_cmp> args = {}) {
+    Add(action, name, std::vector<scmp_arg_cmp>(args));
+  }
+  void Add(uint32_t action, const char* name, const std::vector<scmp_arg_cmp>& args) {
     int nr = seccomp_syscall_resolve_name(name);
     if (nr == __NR_SCMP_ERROR) return;
     int rc = seccomp_rule_add_array(ctx_, action, nr, static_cast<unsigned>(args.size()),
-                                    args.size() ? args.begin() : nullptr);
+                                    args.empty() ? nullptr : args.data());
     if (rc != 0 && status_.ok()) {
       status_ = Internal(fmt::format("seccomp rule for {}: {}", name, std::strerror(-rc)));
     }
+  }
+
+  // Adds `action` for `name` when the low 32 bits of argument `arg` are outside `allowed` and
+  // the comparisons in `with` (on other arguments) hold: one rule per aligned block of the
+  // values between the allowed ones (a masked comparison), and one for those above them all.
+  void AddOutside(uint32_t action, const char* name, const std::vector<scmp_arg_cmp>& with,
+                  unsigned arg, std::vector<uint32_t> allowed) {
+    std::sort(allowed.begin(), allowed.end());
+    auto rule = [&](scmp_arg_cmp cmp) {
+      std::vector<scmp_arg_cmp> args = with;
+      args.push_back(cmp);
+      Add(action, name, args);
+    };
+    uint64_t from = 0;  // the first value not yet covered
+    for (uint32_t v : allowed) {
+      while (from < v) {
+        // The largest block aligned at `from` that ends before v.
+        uint64_t size = from == 0 ? uint64_t{1} << 32 : from & (~from + 1);
+        while (from + size > v) size >>= 1;
+        rule(SCMP_CMP32(arg, SCMP_CMP_MASKED_EQ, static_cast<uint32_t>(~(size - 1)),
+                        static_cast<uint32_t>(from)));
+        from += size;
+      }
+      from = uint64_t{v} + 1;
+    }
+    if (from <= UINT32_MAX) rule(SCMP_CMP32(arg, SCMP_CMP_GE, static_cast<uint32_t>(from)));
   }
 
   // Allows `name` unless the low 32 bits of argument `arg` are one of `denied` (which get
@@ -602,8 +631,34 @@ absl::StatusOr<std::string> Build(const std::vector<std::string>& widened, Liste
         {SCMP_CMP64(0, SCMP_CMP_MASKED_EQ, 0xffffffffu, 0xffffffffu)});
   // Sockets: unix, IP, and netlink route (for getaddrinfo and `ip addr`); every other family
   // from 0 to 63 answers EAFNOSUPPORT, and any other value is killed.
-  for (int family : {AF_UNIX, AF_INET, AF_INET6}) {
-    b.Add(SCMP_ACT_ALLOW, "socket", {SCMP_A0_32(SCMP_CMP_EQ, static_cast<uint32_t>(family))});
+  b.Add(SCMP_ACT_ALLOW, "socket", {SCMP_A0_32(SCMP_CMP_EQ, AF_UNIX)});
+  // IP: TCP and UDP (and ICMP echo over datagrams, which the kernel grants by group), nothing
+  // else. Any other protocol or socket type reaches a protocol's code that ordinary tools never
+  // use, and on a modular kernel makes the kernel load that protocol's module (SCTP, DCCP, L2TP,
+  // ...); SOCK_PACKET turns an IP socket into a packet socket. They answer EPROTONOSUPPORT, on
+  // which libraries fall back (Go's MPTCP to TCP); raw sockets answer EPERM, as the kernel would
+  // without CAP_NET_RAW.
+  constexpr uint32_t kTypeMask = 0xf;  // the rest of the type argument is SOCK_NONBLOCK|CLOEXEC
+  const std::pair<uint32_t, std::vector<uint32_t>> kIpProtocols[] = {
+      {SOCK_STREAM, {0, IPPROTO_TCP}},
+      {SOCK_DGRAM, {0, IPPROTO_ICMP, IPPROTO_UDP, IPPROTO_ICMPV6}},
+  };
+  for (uint32_t family : {AF_INET, AF_INET6}) {
+    const scmp_arg_cmp is_family = SCMP_A0_32(SCMP_CMP_EQ, family);
+    for (const auto& [type, protocols] : kIpProtocols) {
+      const scmp_arg_cmp is_type = SCMP_A1_32(SCMP_CMP_MASKED_EQ, kTypeMask, type);
+      for (uint32_t protocol : protocols) {
+        b.Add(SCMP_ACT_ALLOW, "socket", {is_family, is_type, SCMP_A2_32(SCMP_CMP_EQ, protocol)});
+      }
+      b.AddOutside(SCMP_ACT_ERRNO(EPROTONOSUPPORT), "socket", {is_family, is_type}, 2, protocols);
+    }
+    b.Add(SCMP_ACT_ERRNO(EPERM), "socket",
+          {is_family, SCMP_A1_32(SCMP_CMP_MASKED_EQ, kTypeMask, SOCK_RAW)});
+    // The other types: 0, 4 to 7, 8 to 15.
+    for (auto [mask, value] : {std::pair<uint32_t, uint32_t>{kTypeMask, 0}, {0xc, 4}, {0x8, 8}}) {
+      b.Add(SCMP_ACT_ERRNO(EPROTONOSUPPORT), "socket",
+            {is_family, SCMP_A1_32(SCMP_CMP_MASKED_EQ, mask, value)});
+    }
   }
   b.Add(SCMP_ACT_ALLOW, "socket",
         {SCMP_A0_32(SCMP_CMP_EQ, AF_NETLINK), SCMP_A2_32(SCMP_CMP_EQ, 0 /*NETLINK_ROUTE*/)});
