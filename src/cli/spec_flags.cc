@@ -5,7 +5,9 @@
 
 #include "common/status.h"
 #include "common/units.h"
+#include "engine/native_sandbox.h"
 #include "fmt/format.h"
+#include "spec/kernel_names.h"
 #include "spec/parse.h"
 #include "supervisor/policy.h"
 
@@ -104,15 +106,36 @@ absl::Status ApplySyscallFlags(const SpecFlags& f, nlohmann::json& doc) {
     rules.push_back({{"names", names}, {"action", route}});
     rules.push_back(spec::ToJson(supervisor::AddressedSendto(route)));
   }
-  if (!f.trace.empty()) rules.push_back({{"names", f.trace}, {"action", route}});
+  // A traced call runs once the supervisor has seen it: where the spec's own default (kill, an
+  // errno) or the engine's profile would refuse it, a flag would let it run.
+  const std::string own_default = StringField(process, "syscallDefaultAction", "");
+  const bool strict_default =
+      !own_default.empty() && own_default != route && own_default != "allow";
+  if (!f.trace.empty()) {
+    if (strict_default) {
+      return InvalidArgument(fmt::format(
+          "--trace {}: the spec's syscallDefaultAction is {}, and a traced call it does not name "
+          "would run instead; route it with a rule in the spec",
+          fmt::join(f.trace, ","), own_default));
+    }
+    for (const std::string& name : f.trace) {
+      if (engine::ProfileTreatmentOf(name) == supervisor::ProfileTreatment::kNotAllowed &&
+          spec::IsKnownSyscall(name)) {
+        return InvalidArgument(fmt::format(
+            "--trace {}: the sandbox's seccomp profile does not allow {}, and tracing it would let "
+            "it run; name it in the spec's rules to widen the profile",
+            name, name));
+      }
+    }
+    rules.push_back({{"names", f.trace}, {"action", route}});
+  }
   if (f.trace_all) {
-    // The spec's own default (kill, an errno) would be replaced by one that lets calls run.
-    std::string own = StringField(process, "syscallDefaultAction", "");
-    if (!own.empty() && own != route && own != "allow") {
+    // The spec's own default would be replaced by one that lets calls run.
+    if (strict_default) {
       return InvalidArgument(fmt::format(
           "--trace-all: the spec's syscallDefaultAction is {}, which --trace-all would replace "
           "with {}; remove one of them",
-          own, route));
+          own_default, route));
     }
     doc["process"]["syscallDefaultAction"] = route;
   }

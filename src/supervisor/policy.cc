@@ -269,9 +269,16 @@ absl::StatusOr<SyscallPolicy> SyscallPolicy::Compile(const spec::Process& proces
       }
       if (treatment == ProfileTreatment::kNotAllowed) widened.insert(name);
       // A name of the other architecture ("open" on aarch64) has nothing to match here.
+      // A call the profile refuses (always, or with some arguments) is answered by the filter
+      // itself: the profile's EPERM outranks a call routed to a supervisor, so a routed kill or
+      // errno would never come for it. A kill rule on a call the profile filters by argument
+      // goes the same way, so that it fires for the arguments the profile refuses too (an errno
+      // rule there stays routed and reported, and those arguments get the profile's EPERM).
+      const bool in_kernel =
+          treatment == ProfileTreatment::kAlwaysDenied ||
+          (treatment == ProfileTreatment::kFiltered && rule.verdict.kind == Kind::kKill);
       if (int nr = SyscallNumber(name); nr >= 0) {
-        (treatment == ProfileTreatment::kAlwaysDenied ? rule.kernel_numbers : rule.numbers)
-            .push_back(nr);
+        (in_kernel ? rule.kernel_numbers : rule.numbers).push_back(nr);
       }
     }
     for (size_t j = 0; j < in.args.size(); ++j) {

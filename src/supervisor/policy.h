@@ -121,9 +121,10 @@ class SyscallPolicy {
   };
   struct Rule {
     std::vector<int> numbers;  // on the native architecture
-    // Always-denied calls the rule names (only an errno or kill rule may). The filter answers
-    // them itself even under a supervisor: routed, they would meet the profile's own EPERM,
-    // which outranks a routed call's action, and the rule would never act.
+    // Always-denied calls the rule names (only an errno or kill rule may), and the calls the
+    // profile filters by argument when the rule kills. The filter answers them itself even under
+    // a supervisor: routed, they would meet the profile's own EPERM, which outranks a routed
+    // call's action, and the rule would never act.
     std::vector<int> kernel_numbers;
     std::vector<Condition> conditions;
     Verdict verdict;

@@ -255,8 +255,9 @@ TEST_F(CliTest, BadFlagsAreOneLineAndExit2) {
 
 // A flag that lands on a part of the spec file of another type (`resources: 5` and --memory) is
 // the spec's error, named with its field (it once aborted airlock with an uncaught exception);
-// a --risk below the spec's riskClass and a --trace-all that would replace the spec's stricter
-// default action are refused, as they would loosen the spec.
+// a --risk below the spec's riskClass, a --trace-all that would replace the spec's stricter
+// default action and a --trace of a call the spec's default or the engine's profile refuses are
+// refused, as they would loosen the spec.
 TEST_F(CliTest, FlagsCannotBreakOrLoosenTheSpecFile) {
   struct Case {
     const char* spec;
@@ -276,6 +277,13 @@ TEST_F(CliTest, FlagsCannotBreakOrLoosenTheSpecFile) {
             "--risk R0: lower than the spec's riskClass R2; a risk class can only be raised"},
            {"process:\n  supervisor: notify\n  syscallDefaultAction: kill\n", "--trace-all",
             "--trace-all: the spec's syscallDefaultAction is kill"},
+           // A traced call runs: one the spec's default refuses, or one the engine's profile
+           // does not allow (a rule would widen it), would run because of a flag.
+           {"process:\n  supervisor: ptrace\n  syscallDefaultAction: errno(EACCES)\n",
+            "--trace mkdir", "--trace mkdir: the spec's syscallDefaultAction is errno(EACCES)"},
+           {"process:\n  supervisor: ptrace\n", "--trace process_mrelease",
+            "--trace process_mrelease: the sandbox's seccomp profile does not allow "
+            "process_mrelease"},
        }) {
     std::string path = logs_ + "/spec.yaml";
     ASSERT_TRUE(WriteFileAtomic(path, c.spec).ok());
