@@ -66,10 +66,12 @@ absl::Status ForkedSandbox::CheckSpec(const spec::SandboxSpec& spec) {
   }
   // Every worker gets the same spec: a host directory bound read-write would be one place that
   // all of them, one after the other and side by side, write to and read from.
-  if (!spec.filesystem.workspace.empty()) {
+  if (!spec.filesystem.workspace.empty() &&
+      spec.filesystem.workspace_mode != spec::MountMode::kReadOnly) {
     return FailedPrecondition(fmt::format(
-        "filesystem.workspace {}: fork-server workers share no writable state, so none gets a "
-        "host directory; each has its own tmpfs workspace (leave workspace empty)",
+        "filesystem.workspace {}: fork-server workers share no writable state, so a host "
+        "workspace is bound read-only only (workspaceMode: ro), or each worker has its own tmpfs "
+        "workspace (leave workspace empty)",
         spec.filesystem.workspace));
   }
   for (size_t i = 0; i < spec.filesystem.mounts.size(); ++i) {

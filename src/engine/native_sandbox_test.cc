@@ -145,6 +145,33 @@ TEST_P(NativeSandboxTest, HostWorkspaceIsWritableAndOwnedByItsOwner) {
   ASSERT_TRUE(RemoveTree(ws).ok());
 }
 
+// A read-only workspace (workspaceMode ro, which risk class R0 derives): the host directory's files
+// are read, and a write, a new file or a removal fails with EROFS, leaving the host unchanged;
+// without a host directory the tmpfs workspace is read-only too.
+TEST_P(NativeSandboxTest, ReadOnlyWorkspaceIsReadButNeverWritten) {
+  char tmpl[] = "/tmp/airlock-ws-XXXXXX";
+  std::string ws = mkdtemp(tmpl);
+  ASSERT_EQ(chmod(ws.c_str(), 0755), 0);
+  ASSERT_TRUE(WriteFileAtomic(ws + "/input.txt", "from host\n").ok());
+  ASSERT_EQ(chmod((ws + "/input.txt").c_str(), 0666), 0);
+  spec::SandboxSpec s = TestSpec();
+  s.filesystem.workspace = ws;
+  s.filesystem.workspace_mode = spec::MountMode::kReadOnly;
+  const std::string script =
+      "cat /sandbox/workspace/input.txt 2>&1; echo x >> /sandbox/workspace/input.txt; "
+      "touch /sandbox/workspace/new; rm -f /sandbox/workspace/input.txt; true";
+  CommandResult r = RunOnce(s, {"sh", "-c", script});
+  EXPECT_EQ(r.stdout_preview, "from host\n");
+  EXPECT_NE(r.stderr_preview.find("Read-only file system"), std::string::npos) << r.stderr_preview;
+  EXPECT_EQ(*ReadFile(ws + "/input.txt"), "from host\n");
+  EXPECT_FALSE(std::filesystem::exists(ws + "/new"));
+  ASSERT_TRUE(RemoveTree(ws).ok());
+
+  s.filesystem.workspace.clear();
+  r = RunOnce(s, {"sh", "-c", "touch /sandbox/workspace/new 2>&1; ls -A /sandbox/workspace"});
+  EXPECT_NE(r.stdout_preview.find("Read-only file system"), std::string::npos) << r.stdout_preview;
+}
+
 TEST_P(NativeSandboxTest, ReadOnlyMountAndExtraTmpfs) {
   char tmpl[] = "/tmp/airlock-ro-XXXXXX";
   std::string dir = mkdtemp(tmpl);

@@ -659,7 +659,7 @@ TEST_F(ForkServerTest, NetworkProfilesOtherThanNoneAreRefused) {
 }
 
 // A host directory bound read-write would be state every worker shares: refused when the server
-// starts, for the workspace and for any read-write mount; a read-only mount is served.
+// starts, for the workspace and for any read-write mount; a read-only workspace or mount is served.
 TEST_F(ForkServerTest, WritableHostDirectoriesAreRefused) {
   spec::SandboxSpec workspace = TestSpec();
   workspace.filesystem.workspace = dir_;
@@ -673,6 +673,19 @@ TEST_F(ForkServerTest, WritableHostDirectoriesAreRefused) {
   s = ForkServer::Start(Options(rw));
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(std::string(s.status().message()), HasSubstr("filesystem.mounts[0]"));
+
+  // A read-only workspace is served.
+  const std::string ws = dir_ + "/ws";
+  ASSERT_EQ(::mkdir(ws.c_str(), 0755), 0);
+  ASSERT_TRUE(WriteFileAtomic(ws + "/in.txt", "workspace").ok());
+  ASSERT_EQ(::chmod((ws + "/in.txt").c_str(), 0644), 0);
+  workspace.filesystem.workspace = ws;
+  workspace.filesystem.workspace_mode = spec::MountMode::kReadOnly;
+  StartServer(Options(workspace));
+  CommandResult w = RunPython("print(open('/sandbox/workspace/in.txt').read())");
+  EXPECT_EQ(w.stdout_preview, "workspace\n") << w.stderr_preview << w.error;
+  server_->Stop();
+  server_.reset();
 
   const std::string data = dir_ + "/data";
   ASSERT_EQ(::mkdir(data.c_str(), 0755), 0);

@@ -126,6 +126,7 @@ Json SpecToJson(const SandboxSpec& spec) {
        {{"readOnlyRoot", fs.read_only_root},
         {"workspace", fs.workspace},
         {"workspaceSizeMb", fs.workspace_size_mb},
+        {"workspaceMode", ToString(fs.workspace_mode)},
         {"tmpSizeMb", fs.tmp_size_mb},
         {"homeSizeMb", fs.home_size_mb},
         {"tmpNoexec", fs.tmp_noexec},
@@ -202,6 +203,8 @@ absl::StatusOr<SandboxSpec> ParseSpecJson(const nlohmann::json& doc, const Parse
     explicit_fields.level = HasKey(doc, "level");
     explicit_fields.network_profile = HasKey(doc, "network") && HasKey(doc["network"], "profile");
     explicit_fields.approval = HasKey(doc, "approval");
+    explicit_fields.workspace_mode =
+        HasKey(doc, "filesystem") && HasKey(doc["filesystem"], "workspaceMode");
     bool runtime_set = HasKey(doc, "runtime");
     if (!explicit_fields.level && runtime_set) {
       // interp, gvisor and microvm name their level; it then counts as set by the caller.

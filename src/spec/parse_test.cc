@@ -45,7 +45,7 @@ constexpr const char* kDefaultsJson = R"({
   "user": {"uid": 10001, "gid": 10001}, "workdir": "/sandbox/workspace", "hostname": "sandbox",
   "env": {},
   "filesystem": {"readOnlyRoot": true, "workspace": "", "workspaceSizeMb": 1024,
-                 "tmpSizeMb": 256, "homeSizeMb": 64, "tmpNoexec": false, "mounts": [],
+                 "workspaceMode": "rw", "tmpSizeMb": 256, "homeSizeMb": 64, "tmpNoexec": false, "mounts": [],
                  "tmpfs": []},
   "process": {"noNewPrivs": true, "capabilities": [], "seccompProfile": "default",
               "pidsLimit": 256, "openFiles": 1024, "stackMb": 8, "supervisor": "none",

@@ -103,6 +103,9 @@ std::vector<FieldError> ApplyRiskClass(const ExplicitFields& explicit_fields,
   }
   if (!explicit_fields.network_profile) spec->network.profile = rule.network;
   if (!explicit_fields.approval) spec->approval = rule.approval;
+  if (!explicit_fields.workspace_mode && rule.risk_class == RiskClass::kR0) {
+    spec->filesystem.workspace_mode = MountMode::kReadOnly;
+  }
   return errors;
 }
 
@@ -134,6 +137,10 @@ std::vector<FieldError> CheckRiskClass(const SandboxSpec& spec) {
                                   risk)});
   }
   if (rule.risk_class == RiskClass::kR0) {
+    if (spec.filesystem.workspace_mode == MountMode::kReadWrite) {
+      errors.push_back(
+          {"filesystem.workspaceMode", "rw is not allowed with risk class R0 (read-only)"});
+    }
     for (size_t i = 0; i < spec.filesystem.mounts.size(); ++i) {
       if (spec.filesystem.mounts[i].mode == MountMode::kReadWrite) {
         errors.push_back({fmt::format("filesystem.mounts[{}].mode", i),

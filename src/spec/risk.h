@@ -83,6 +83,7 @@ struct ExplicitFields {
   bool level = false;
   bool network_profile = false;
   bool approval = false;
+  bool workspace_mode = false;
 };
 
 // Fills the fields of `spec` that `explicit_fields` says the caller did not set with what

@@ -220,15 +220,26 @@ TEST(RiskRulesTest, SecretLeasesNeedR5) {
   EXPECT_THAT(Problems(spec), IsEmpty());
 }
 
-TEST(RiskRulesTest, R0KeepsMountsReadOnly) {
+TEST(RiskRulesTest, R0KeepsMountsAndTheWorkspaceReadOnly) {
   SandboxSpec spec;
   spec.risk_class = RiskClass::kR0;
   spec.level = Level::kBasic;
   spec.filesystem.mounts = {Mount{"/srv/a", "/sandbox/a", MountMode::kReadOnly},
                             Mount{"/srv/b", "/sandbox/b", MountMode::kReadWrite}};
   EXPECT_THAT(Problems(spec),
-              ElementsAre("filesystem.mounts[1].mode: rw is not allowed with risk class R0 "
+              ElementsAre("filesystem.workspaceMode: rw is not allowed with risk class R0 "
+                          "(read-only)",
+                          "filesystem.mounts[1].mode: rw is not allowed with risk class R0 "
                           "(read-only)"));
+  // Derived: R0 makes the workspace read-only unless the spec says otherwise, and an explicit rw
+  // is refused.
+  absl::StatusOr<SandboxSpec> derived =
+      Parse({{"riskClass", "R0"}, {"filesystem", {{"workspace", "/srv/repo"}}}});
+  ASSERT_TRUE(derived.ok()) << derived.status();
+  EXPECT_EQ(derived->filesystem.workspace_mode, MountMode::kReadOnly);
+  EXPECT_EQ(Parse({{"riskClass", "R1"}})->filesystem.workspace_mode, MountMode::kReadWrite);
+  EXPECT_EQ(ErrorOf(Parse({{"riskClass", "R0"}, {"filesystem", {{"workspaceMode", "rw"}}}})),
+            "filesystem.workspaceMode: rw is not allowed with risk class R0 (read-only)");
 }
 
 TEST(RiskRulesTest, UntrustedClassesMayNotWriteTheCache) {

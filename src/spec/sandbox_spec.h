@@ -84,10 +84,12 @@ struct Tmpfs {
 
 struct Filesystem {
   bool read_only_root = true;
-  // Where /sandbox/workspace comes from: a host directory (bound read-write) or, when empty, a
-  // fresh tmpfs of workspace_size_mb.
+  // Where /sandbox/workspace comes from: a host directory (bound with workspace_mode) or, when
+  // empty, a fresh tmpfs of workspace_size_mb.
   std::string workspace;
   int64_t workspace_size_mb = 1024;
+  // Read-write unless the risk class is R0 (read-only operations) or the caller says so.
+  MountMode workspace_mode = MountMode::kReadWrite;
   int64_t tmp_size_mb = 256;  // /sandbox/tmp (also visible as /tmp)
   int64_t home_size_mb = 64;  // /sandbox/home
   bool tmp_noexec = false;

@@ -296,6 +296,19 @@ TEST_F(CliTest, FlagsCannotBreakOrLoosenTheSpecFile) {
   EXPECT_EQ(Airlock(Run("--spec " + logs_ + "/spec.yaml --risk R1 -- true")).exit_code, 0);
 }
 
+// Risk class R0 is mechanical and read-only: the workspace it is given is bound read-only, so
+// the command reads it and writes nothing to the host.
+TEST_F(CliTest, RiskClassR0GetsAReadOnlyWorkspace) {
+  const std::string ws = logs_ + "/ws";
+  ASSERT_EQ(mkdir(ws.c_str(), 0755), 0);
+  ASSERT_TRUE(WriteFileAtomic(ws + "/a.txt", "data\n").ok());
+  ASSERT_EQ(chmod((ws + "/a.txt").c_str(), 0644), 0);
+  Outcome o = Airlock(
+      Run("--risk R0 --workspace " + ws + " -- sh -c 'cat a.txt; touch b.txt || echo refused'"));
+  EXPECT_EQ(o.out.rfind("data\nrefused\n", 0), 0u) << o.out << o.err;
+  EXPECT_FALSE(std::filesystem::exists(ws + "/b.txt"));
+}
+
 TEST_F(CliTest, ALevelOtherThanOneOrTwoIsAUsageError) {
   // `airlock run` is the native backend: a level it does not provide is refused before anything
   // runs, with exit 2 as a risk class that needs level 3 or 4 is.

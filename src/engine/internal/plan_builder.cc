@@ -377,10 +377,13 @@ absl::Status AddSandboxLayout(Builder& b) {
   const spec::Filesystem& fs = spec.filesystem;
   constexpr int64_t kMiB = 1 << 20;
   b.Mkdir("/sandbox");
+  const bool workspace_ro = fs.workspace_mode == spec::MountMode::kReadOnly;
   if (!fs.workspace.empty()) {
-    RETURN_IF_ERROR(AddWritableHostBind(b, fs.workspace, "/sandbox/workspace"));
+    RETURN_IF_ERROR(workspace_ro ? AddReadOnlyHostBind(b, fs.workspace, "/sandbox/workspace")
+                                 : AddWritableHostBind(b, fs.workspace, "/sandbox/workspace"));
   } else {
     b.Tmpfs("/sandbox/workspace", fs.workspace_size_mb * kMiB, 262144, 0755, true, false);
+    if (workspace_ro) b.Add(Kind::kReadOnly, "/sandbox/workspace").attr = kReadOnly;
   }
   b.Tmpfs("/sandbox/artifacts", spec.artifacts.max_size_mb * kMiB, 65536, 0755, true, false);
   b.Tmpfs("/sandbox/tmp", fs.tmp_size_mb * kMiB, 65536, 01777, true, fs.tmp_noexec);
@@ -478,8 +481,10 @@ absl::StatusOr<SetupPlan> BuildPlan(const PlanInputs& in, std::vector<UniqueFd>*
 
   p.landlock_abi = in.landlock_abi;
   if (p.landlock_abi > 0) {
-    p.landlock_writable = {"/sandbox/workspace", "/sandbox/artifacts", "/sandbox/tmp",
-                           "/sandbox/home", "/dev/shm"};
+    p.landlock_writable = {"/sandbox/artifacts", "/sandbox/tmp", "/sandbox/home", "/dev/shm"};
+    if (spec.filesystem.workspace_mode == spec::MountMode::kReadWrite) {
+      p.landlock_writable.push_back("/sandbox/workspace");
+    }
     for (const spec::Mount& m : spec.filesystem.mounts) {
       if (m.mode == spec::MountMode::kReadWrite) p.landlock_writable.push_back(m.target);
     }

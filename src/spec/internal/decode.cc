@@ -262,6 +262,7 @@ void DecodeFilesystem(Decoder& d, const json& value, const std::string& path, Fi
   o.Bool("readOnlyRoot", &fs->read_only_root);
   o.String("workspace", &fs->workspace);
   o.Int("workspaceSizeMb", &fs->workspace_size_mb);
+  o.Enum("workspaceMode", &fs->workspace_mode);
   o.Int("tmpSizeMb", &fs->tmp_size_mb);
   o.Int("homeSizeMb", &fs->home_size_mb);
   o.Bool("tmpNoexec", &fs->tmp_noexec);
