@@ -1,5 +1,6 @@
 #include "supervisor/policy.h"
 
+#include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/sched.h>
 #include <seccomp.h>
@@ -112,7 +113,25 @@ const std::vector<SameEffect>& SameEffects() {
       {{"readlink", "readlinkat"}, {}, ""},
       {{"getdents", "getdents64"}, {}, ""},
       {{"read", "readv", "pread64", "preadv", "preadv2"}, {}, ""},
+      {{"read", "readv", "pread64", "preadv", "preadv2"},
+       {"recvfrom", "recvmsg", "recvmmsg", "sendfile", "splice", "copy_file_range"},
+       "they read from a descriptor too (a socket, or a file into another descriptor)"},
       {{"write", "writev", "pwrite64", "pwritev", "pwritev2"}, {}, ""},
+      {{"write", "writev", "pwrite64", "pwritev", "pwritev2"},
+       {"sendto", "sendmsg", "sendmmsg", "sendfile", "splice", "vmsplice", "tee",
+        "copy_file_range"},
+       "they write to a descriptor too (a socket, or from another descriptor or a pipe)"},
+      {{"sendto", "sendmsg", "sendmmsg"}, {}, ""},
+      {{"recvfrom", "recvmsg", "recvmmsg"}, {}, ""},
+      {{"mprotect", "pkey_mprotect"}, {}, "pkey_mprotect with key -1 is mprotect"},
+      {{"setrlimit", "prlimit64"}, {}, "prlimit64 with pid 0 sets the caller's limits"},
+      {{"dup", "dup2", "dup3"}, {"fcntl"}, "fcntl's F_DUPFD and F_DUPFD_CLOEXEC duplicate too"},
+      {{"close", "close_range"}, {}, ""},
+      {{"truncate", "ftruncate"}, {"fallocate"}, "fallocate punches holes and collapses ranges"},
+      {{"getxattr", "lgetxattr", "fgetxattr"}, {}, ""},
+      {{"setxattr", "lsetxattr", "fsetxattr"}, {}, ""},
+      {{"listxattr", "llistxattr", "flistxattr"}, {}, ""},
+      {{"removexattr", "lremovexattr", "fremovexattr"}, {}, ""},
       {{"fork", "vfork", "clone"}, {}, "fork is clone with no flags"},
       {{"kill", "tkill", "tgkill", "pidfd_send_signal", "rt_sigqueueinfo", "rt_tgsigqueueinfo"},
        {},
@@ -212,9 +231,17 @@ std::vector<spec::SyscallRule> RulesRestricting(const std::string& name,
     if (std::find(g.calls.begin(), g.calls.end(), name) == g.calls.end()) continue;
     for (std::string_view other : g.same.empty() ? g.calls : g.same) {
       if (other == name) continue;
-      if (other == "sendto") {  // send() is sendto without an address: only addressed ones
+      if (other == "sendto" && name == "connect") {
+        // Only a sendto with an address reaches a peer connect did not: send() on a connected
+        // socket stays allowed.
         rules.push_back(AddressedSendto(action));
-      } else {
+      } else if (other == "fcntl") {
+        // Only the duplicating commands: every program uses fcntl for its flags.
+        for (int command : {F_DUPFD, F_DUPFD_CLOEXEC}) {
+          rules.push_back({{"fcntl"}, {{1, "eq", static_cast<uint64_t>(command), 0}}, action});
+        }
+      } else if (std::find(rules[0].names.begin(), rules[0].names.end(), other) ==
+                 rules[0].names.end()) {
         rules[0].names.emplace_back(other);
       }
     }

@@ -310,10 +310,58 @@ TEST(SyscallPolicyTest, CallsWithTheSameEffectMustBeRestrictedTogether) {
                        SyscallRule{{"creat"}, {}, "errno(EROFS)"}})
                   .ok());
   EXPECT_TRUE(compile({SyscallRule{{"openat"}, {}, "allow"}}).ok());
-  EXPECT_TRUE(compile({SyscallRule{{"sendto"}, {}, "errno(EPERM)"}}).ok());
+  EXPECT_TRUE(compile({SyscallRule{{"sendto", "sendmsg", "sendmmsg"}, {}, "errno(EPERM)"}}).ok());
+  // Calls that reach the same end by another way: memory made executable with pkey_mprotect
+  // past an mprotect rule, a descriptor written with sendfile, splice or copy_file_range past a
+  // write rule, a message sent with sendmmsg past a sendmsg rule.
+  auto mprotect = compile({SyscallRule{{"mprotect"}, {{2, "masked_eq", 4, 4}}, "errno(EACCES)"}});
+  ASSERT_FALSE(mprotect.ok());
+  EXPECT_THAT(std::string(mprotect.status().message()),
+              ::testing::HasSubstr("mprotect is restricted, but pkey_mprotect can do the same"));
+  auto write = compile({SyscallRule{
+      {"write", "writev", "pwrite64", "pwritev", "pwritev2"}, {{0, "eq", 1, 0}}, "errno(EBADF)"}});
+  ASSERT_FALSE(write.ok());
+  for (const char* other : {"sendfile", "splice", "copy_file_range", "vmsplice"}) {
+    EXPECT_THAT(std::string(write.status().message()), ::testing::HasSubstr(other));
+  }
+  auto sendmsg = compile({SyscallRule{{"sendmsg"}, {}, "kill"}});
+  ASSERT_FALSE(sendmsg.ok());
+  EXPECT_THAT(std::string(sendmsg.status().message()),
+              ::testing::HasSubstr("sendto and sendmmsg can do the same"));
+  auto sendto = compile({SyscallRule{{"sendto"}, {}, "errno(EPERM)"}});
+  EXPECT_FALSE(sendto.ok());
   EXPECT_TRUE(compile({SyscallRule{{"connect", "sendmsg", "sendmmsg"}, {}, "kill"},
                        SyscallRule{{"sendto"}, {{4, "ne", 0, 0}}, "kill"}})
                   .ok());
+}
+
+// `airlock run --deny NAME` denies NAME and every call of the same effect: the rules it makes are
+// always a policy the check above accepts, whichever call of any group is named.
+TEST(SyscallPolicyTest, DenyingACallDeniesEveryCallOfTheSameEffect) {
+  for (const char* name :
+       {"open",     "openat",        "creat",     "execve",    "connect", "sendto",
+        "sendmsg",  "recvmsg",       "read",      "preadv2",   "write",   "pwritev",
+        "mprotect", "pkey_mprotect", "setrlimit", "prlimit64", "dup",     "dup3",
+        "close",    "truncate",      "fsetxattr", "unlinkat",  "kill",    "clone"}) {
+    std::vector<SyscallRule> rules = RulesRestricting(name, "errno(EPERM)");
+    auto p = SyscallPolicy::Compile(Process(SupervisorMode::kNone, rules), TestProfile);
+    EXPECT_TRUE(p.ok()) << name << ": " << p.status();
+  }
+  // After connect only a sendto with an address is denied (send() on a connected socket is
+  // fine); after sendmsg, every sendto.
+  std::vector<SyscallRule> after_connect = RulesRestricting("connect", "kill");
+  ASSERT_EQ(after_connect.size(), 2u);
+  EXPECT_EQ(after_connect[1].args.size(), 1u);
+  // After dup, only fcntl's F_DUPFD and F_DUPFD_CLOEXEC.
+  std::vector<SyscallRule> after_dup = RulesRestricting("dup", "kill");
+  ASSERT_EQ(after_dup.size(), 3u);
+  EXPECT_THAT(after_dup[0].names, ::testing::UnorderedElementsAre("dup", "dup2", "dup3"));
+  EXPECT_EQ(after_dup[1].names, std::vector<std::string>{"fcntl"});
+  EXPECT_EQ(after_dup[1].args.size(), 1u);
+  std::vector<SyscallRule> after_sendmsg = RulesRestricting("sendmsg", "kill");
+  ASSERT_EQ(after_sendmsg.size(), 1u);
+  EXPECT_THAT(after_sendmsg[0].names,
+              ::testing::UnorderedElementsAre("sendmsg", "sendto", "sendmmsg"));
 }
 
 // Attack: under a supervisor the program installs its own filter answering "notify" (or an
