@@ -127,27 +127,62 @@ absl::StatusOr<SyscallReport> SyscallReportFromJson(const nlohmann::json& j) {
   return r;
 }
 
-void SyscallReportBuilder::Add(const SyscallEvent& e) {
+namespace {
+
+// `text` cut to `max` bytes, marked as cut with "..." as the decoder marks its own cuts (the
+// redactor then treats its end as a cut).
+void Shorten(std::string& text, size_t max) {
+  if (text.size() > max) text.replace(max, std::string::npos, "...");
+}
+
+// About what `text` takes in the JSON result: a control character is escaped as \u00XX.
+size_t JsonSize(std::string_view text) {
+  size_t n = text.size() + 3;
+  for (unsigned char c : text) n += c < 0x20 || c == '"' || c == '\\' ? 5 : 0;
+  return n;
+}
+
+size_t JsonSize(const SyscallEvent& e) {
+  size_t n = 48 + JsonSize(e.syscall) + JsonSize(e.action) + JsonSize(e.path) + JsonSize(e.mode) +
+             JsonSize(e.address) + JsonSize(e.detail);
+  for (const std::string& arg : e.argv) n += JsonSize(arg);
+  return n;
+}
+
+}  // namespace
+
+void SyscallReportBuilder::Add(const SyscallEvent& event) {
+  SyscallEvent e = event;
+  Shorten(e.path, SyscallReport::kMaxPathBytes);
+  for (std::string& arg : e.argv) Shorten(arg, SyscallReport::kMaxArgBytes);
+  Shorten(e.address, SyscallReport::kMaxArgBytes);
+  Shorten(e.detail, SyscallReport::kMaxArgBytes);
+  // Room for one more entry: within its list's count and the report's bytes.
+  const size_t size = JsonSize(e);
+  auto room = [&](size_t entries, size_t max) {
+    if (entries >= max || bytes_ + size > SyscallReport::kMaxBytes) {
+      ++report_.dropped;
+      return false;
+    }
+    bytes_ += size;
+    return true;
+  };
   // Merges a repeat into its entry (counted), appends a new one while there is room, and counts
   // what did not fit.
-  auto merge = [this](auto& list, auto& index, std::pair<std::string, std::string> key, size_t max,
-                      auto make) {
+  auto merge = [&](auto& list, auto& index, std::pair<std::string, std::string> key, size_t max,
+                   auto make) {
     if (auto it = index.find(key); it != index.end()) {
       ++list[it->second].count;
-    } else if (list.size() < max) {
+    } else if (room(list.size(), max)) {
       index.emplace(std::move(key), list.size());
       list.push_back(make());
-    } else {
-      ++report_.dropped;
     }
   };
   switch (e.kind) {
     case SyscallEventKind::kDenied:
       ++report_.denied;
-      if (report_.denied_calls.size() < SyscallReport::kMaxDenied) {
+      if (room(report_.denied_calls.size(), SyscallReport::kMaxDenied)) {
         report_.denied_calls.push_back(e);
-      } else {
-        ++report_.dropped;
       }
       break;
     case SyscallEventKind::kFileOpened:
@@ -156,10 +191,8 @@ void SyscallReportBuilder::Add(const SyscallEvent& e) {
       });
       break;
     case SyscallEventKind::kExec:
-      if (report_.execs.size() < SyscallReport::kMaxExecs) {
+      if (room(report_.execs.size(), SyscallReport::kMaxExecs)) {
         report_.execs.push_back({e.path, e.argv});
-      } else {
-        ++report_.dropped;
       }
       break;
     case SyscallEventKind::kConnect:

@@ -2,8 +2,10 @@
 // events a streaming consumer receives while the command runs.
 //
 // A report is bounded whatever the command does: `counts` keeps the kMaxCounts most frequent
-// calls, each list keeps its first entries (files and endpoints merge repeats into a count) and
-// whatever did not fit is counted in `dropped`; the totals count everything.
+// calls, each list keeps its first entries (files and endpoints merge repeats into a count) while
+// the lists together stay under kMaxBytes of JSON, paths are cut at kMaxPathBytes and arguments,
+// addresses and details at kMaxArgBytes (ending in "..."), and whatever did not fit is counted in
+// `dropped`; the totals count everything.
 //
 // Pointer arguments (paths, socket addresses, argv) are copied from the program's memory when
 // the supervisor sees the call. Another thread of the program can change that memory before the
@@ -87,6 +89,9 @@ struct SyscallReport {
   static constexpr size_t kMaxFiles = 64;
   static constexpr size_t kMaxExecs = 32;
   static constexpr size_t kMaxEndpoints = 32;
+  static constexpr size_t kMaxBytes = 64 << 10;
+  static constexpr size_t kMaxPathBytes = 512;
+  static constexpr size_t kMaxArgBytes = 128;
 
   std::string supervisor;                  // "notify" or "ptrace"; empty when no supervisor ran
   int64_t seen = 0;                        // calls the supervisor handled
@@ -122,6 +127,7 @@ class SyscallReportBuilder {
 
  private:
   SyscallReport report_;
+  size_t bytes_ = 0;  // JsonSize of the entries kept
   std::map<std::pair<std::string, std::string>, size_t> file_index_;
   std::map<std::pair<std::string, std::string>, size_t> endpoint_index_;
 };
