@@ -178,12 +178,23 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
   if (sb->cgroup_->version() == CgroupVersion::kV2) {
     ASSIGN_OR_RETURN(sb->init_cgroup_, sb->cgroup_->CreateChild("init"), "create init cgroup");
   }
-  // The profile compiled at build time, unless a syscall policy widens it.
-  if (sb->syscall_policy_->widened().empty()) {
+  // The profile compiled at build time, unless a syscall policy widens it or kills calls the
+  // profile refuses by their arguments.
+  const std::vector<std::string>& widened = sb->syscall_policy_->widened();
+  // A kill rule under a supervisor is routed to it, and the supervisor never sees a call the
+  // profile refuses (an errno outranks a routed call): where the policy kills every call of a
+  // name, the profile kills those it refuses itself.
+  std::vector<std::string> killed;
+  if (sb->syscall_policy_->mode() != spec::SupervisorMode::kNone) {
+    for (const std::string& name : internal::FilteredSyscalls()) {
+      if (sb->syscall_policy_->KillsEveryCall(name)) killed.push_back(name);
+    }
+  }
+  if (widened.empty() && killed.empty()) {
     sb->seccomp_filter_ = internal::DefaultSeccompFilter();
   } else {
     ASSIGN_OR_RETURN(sb->seccomp_filter_,
-                     internal::BuildSeccompFilter(sb->syscall_policy_->widened()),
+                     internal::BuildSeccompFilter(widened, internal::Listeners::kRefused, killed),
                      "build seccomp filter");
   }
   // What airlock-init puts on itself: the profile; under a notify supervisor the profile less
@@ -192,10 +203,9 @@ absl::StatusOr<std::unique_ptr<NativeSandbox>> NativeSandbox::Create(SandboxOpti
   const bool notify = sb->syscall_policy_->mode() == spec::SupervisorMode::kNotify;
   std::string init_filter;
   if (notify) {
-    ASSIGN_OR_RETURN(
-        init_filter,
-        internal::BuildSeccompFilter(sb->syscall_policy_->widened(), internal::Listeners::kAllowed),
-        "build seccomp filter");
+    ASSIGN_OR_RETURN(init_filter,
+                     internal::BuildSeccompFilter(widened, internal::Listeners::kAllowed, killed),
+                     "build seccomp filter");
   }
   // Direct connects are reported when the caller keeps blocked events, and no supervisor's filter
   // needs the one listener a process's filters may have (a notify supervisor's), or would lose

@@ -296,16 +296,9 @@ absl::StatusOr<SyscallPolicy> SyscallPolicy::Compile(const spec::Process& proces
       }
       if (treatment == ProfileTreatment::kNotAllowed) widened.insert(name);
       // A name of the other architecture ("open" on aarch64) has nothing to match here.
-      // A call the profile refuses (always, or with some arguments) is answered by the filter
-      // itself: the profile's EPERM outranks a call routed to a supervisor, so a routed kill or
-      // errno would never come for it. A kill rule on a call the profile filters by argument
-      // goes the same way, so that it fires for the arguments the profile refuses too (an errno
-      // rule there stays routed and reported, and those arguments get the profile's EPERM).
-      const bool in_kernel =
-          treatment == ProfileTreatment::kAlwaysDenied ||
-          (treatment == ProfileTreatment::kFiltered && rule.verdict.kind == Kind::kKill);
       if (int nr = SyscallNumber(name); nr >= 0) {
-        (in_kernel ? rule.kernel_numbers : rule.numbers).push_back(nr);
+        (treatment == ProfileTreatment::kAlwaysDenied ? rule.kernel_numbers : rule.numbers)
+            .push_back(nr);
       }
     }
     for (size_t j = 0; j < in.args.size(); ++j) {
@@ -418,6 +411,20 @@ Verdict SyscallPolicy::Evaluate(const seccomp_data& call, bool handshake) const 
     return kBuiltinKill;  // what the profile would have said
   }
   return default_;
+}
+
+bool SyscallPolicy::KillsEveryCall(std::string_view name) const {
+  const int nr = SyscallNumber(name);
+  if (nr < 0) return false;
+  for (const Rule& rule : rules_) {
+    if (std::find(rule.numbers.begin(), rule.numbers.end(), nr) == rule.numbers.end() &&
+        std::find(rule.kernel_numbers.begin(), rule.kernel_numbers.end(), nr) ==
+            rule.kernel_numbers.end()) {
+      continue;
+    }
+    return rule.conditions.empty() && rule.verdict.kind == Kind::kKill;
+  }
+  return default_.kind == Kind::kKill;
 }
 
 uint32_t SyscallPolicy::FilterReturn(const Verdict& v, bool in_kernel) const {

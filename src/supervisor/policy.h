@@ -100,6 +100,13 @@ class SyscallPolicy {
   // Names (sorted, distinct) the profile must allow so that the policy can decide them.
   const std::vector<std::string>& widened() const { return widened_; }
 
+  // Whether the policy kills every call of `name`, whatever its arguments: the first rule naming
+  // it kills and has no conditions, or no rule names it and the default kills. Under a
+  // supervisor the engine then builds its profile so that the arguments the profile refuses
+  // (clone's namespace flags, socket families, ...) kill too: a routed kill never meets them,
+  // as the profile's errno outranks a routed call.
+  bool KillsEveryCall(std::string_view name) const;
+
   // What the filter decides for a call of the native architecture. With `handshake` false the
   // handshake call is evaluated as the getppid it is (after the handshake ended, a program
   // that makes the same call gets no special treatment).
@@ -121,10 +128,9 @@ class SyscallPolicy {
   };
   struct Rule {
     std::vector<int> numbers;  // on the native architecture
-    // Always-denied calls the rule names (only an errno or kill rule may), and the calls the
-    // profile filters by argument when the rule kills. The filter answers them itself even under
-    // a supervisor: routed, they would meet the profile's own EPERM, which outranks a routed
-    // call's action, and the rule would never act.
+    // Always-denied calls the rule names (only an errno or kill rule may). The filter answers
+    // them itself even under a supervisor: routed, they would meet the profile's own EPERM,
+    // which outranks a routed call's action, and the rule would never act.
     std::vector<int> kernel_numbers;
     std::vector<Condition> conditions;
     Verdict verdict;

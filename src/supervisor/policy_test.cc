@@ -335,6 +335,24 @@ TEST(SyscallPolicyTest, CallsWithTheSameEffectMustBeRestrictedTogether) {
                   .ok());
 }
 
+// Which calls a policy kills whatever their arguments (the engine then makes its profile kill the
+// arguments it refuses, which a routed kill never meets): the first rule naming the call decides,
+// and the default for calls no rule names.
+TEST(SyscallPolicyTest, KillsEveryCallFollowsTheFirstRuleNamingTheCall) {
+  SyscallPolicy p = CompileOrDie(
+      Process(SupervisorMode::kNotify,
+              {SyscallRule{{"socket"}, {{0, "eq", 1, 0}}, "allow"},
+               SyscallRule{{"socket"}, {}, "kill"}, SyscallRule{{"unshare", "ioctl"}, {}, "kill"},
+               SyscallRule{{"clone", "fork", "vfork"}, {}, "errno(EPERM)"}},
+              "kill"));
+  EXPECT_FALSE(p.KillsEveryCall("socket"));  // its first rule allows unix sockets
+  EXPECT_TRUE(p.KillsEveryCall("unshare"));
+  EXPECT_TRUE(p.KillsEveryCall("ioctl"));
+  EXPECT_FALSE(p.KillsEveryCall("clone"));
+  EXPECT_TRUE(p.KillsEveryCall("prlimit64"));  // no rule: the default kills
+  EXPECT_FALSE(CompileOrDie(Process(SupervisorMode::kNotify, {})).KillsEveryCall("prlimit64"));
+}
+
 // `airlock run --deny NAME` denies NAME and every call of the same effect: the rules it makes are
 // always a policy the check above accepts, whichever call of any group is named.
 TEST(SyscallPolicyTest, DenyingACallDeniesEveryCallOfTheSameEffect) {

@@ -811,15 +811,31 @@ TEST_P(EscapeTest, RulesOnAlwaysDeniedCallsActUnderEverySupervisor) {
   EXPECT_EQ(r.signal, SIGSYS);
   EXPECT_EQ(r.stdout_preview, "");
   // The same for a kill rule on a call the profile refuses only with some arguments: routed, the
-  // refused arguments met the profile's EPERM and the kill never came.
-  for (auto [name, attack] : {std::pair<const char*, const char*>{"unshare", "unshare-user"},
-                              {"socket", "socket-packet"},
-                              {"ioctl", "tiocsti"}}) {
-    s.process.syscalls = {{{name}, {}, "kill"}};
+  // refused arguments met the profile's EPERM and the kill never came. (The profile of such a
+  // sandbox kills them itself.)
+  for (const auto& [names, attack] :
+       {std::pair<std::vector<std::string>, const char*>{{"unshare"}, "unshare-user"},
+        {{"socket"}, "socket-packet"},
+        {{"clone", "fork", "vfork"}, "clone-newuser"}}) {
+    s.process.syscalls = {{names, {}, "kill"}};
     r = RunOnce(s, {"/opt/probe", attack});
     EXPECT_EQ(r.classification, Classification::kPolicyBlocked) << attack << r.stdout_preview;
     EXPECT_EQ(r.signal, SIGSYS) << attack;
     EXPECT_EQ(r.stdout_preview, "") << attack;
+  }
+  // The arguments the profile allows still go to the supervisor, which kills the command's
+  // whole tree and records the call, even when a child makes it. Without a supervisor the kernel
+  // kills the child alone, and its parent goes on.
+  s.process.syscalls = {{{"socket"}, {}, "kill"}};
+  r = RunOnce(s, {"sh", "-c", "/opt/probe socket-inet; echo after=$?"});
+  if (IsSupervised(supervisor_)) {
+    EXPECT_EQ(r.classification, Classification::kPolicyBlocked) << r.stdout_preview;
+    EXPECT_TRUE(r.syscalls.killed);
+    EXPECT_EQ(r.stdout_preview, "");
+    ASSERT_FALSE(r.syscalls.denied_calls.empty());
+    EXPECT_EQ(r.syscalls.denied_calls[0].syscall, "socket");
+  } else {
+    EXPECT_EQ(r.stdout_preview, "after=159\n");
   }
 }
 

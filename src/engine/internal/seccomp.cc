@@ -419,7 +419,16 @@ std::vector<uint64_t> SetBits(uint64_t v) {
 
 class Builder {
  public:
-  explicit Builder(scmp_filter_ctx ctx) : ctx_(ctx) {}
+  // `killed`: calls whose refusals by argument kill instead of answering an errno.
+  Builder(scmp_filter_ctx ctx, const std::vector<std::string>& killed)
+      : ctx_(ctx), killed_(killed) {}
+
+  // What a refusal of `name` by its arguments answers: `err`, or a kill for a call in `killed`.
+  uint32_t Refuse(const char* name, int err) const {
+    return std::find(killed_.begin(), killed_.end(), name) != killed_.end()
+               ? SCMP_ACT_KILL_PROCESS
+               : SCMP_ACT_ERRNO(static_cast<uint32_t>(err));
+  }
 
   // Adds a rule for `name`; names the architecture does not have are skipped.
   void Add(uint32_t action, const char* name, std::initializer_list<scmp_arg_cmp> args = {}) {
@@ -427,7 +436,9 @@ class Builder {
   }
   void Add(uint32_t action, const char* name, const std::vector<scmp_arg_cmp>& args) {
     int nr = seccomp_syscall_resolve_name(name);
-    if (nr == __NR_SCMP_ERROR) return;
+    // The default action needs no rule (libseccomp refuses one, EACCES): a refusal that kills
+    // (Refuse) is what the filter does with whatever no rule matches.
+    if (nr == __NR_SCMP_ERROR || action == SCMP_ACT_KILL_PROCESS) return;
     int rc = seccomp_rule_add_array(ctx_, action, nr, static_cast<unsigned>(args.size()),
                                     args.empty() ? nullptr : args.data());
     if (rc != 0 && status_.ok()) {
@@ -487,7 +498,7 @@ class Builder {
       if (sub == 0) break;
     }
     for (uint32_t v : denied) {
-      Add(SCMP_ACT_ERRNO(EPERM), name, {SCMP_CMP64(arg, SCMP_CMP_MASKED_EQ, 0xffffffffu, v)});
+      Add(Refuse(name, EPERM), name, {SCMP_CMP64(arg, SCMP_CMP_MASKED_EQ, 0xffffffffu, v)});
     }
   }
 
@@ -495,7 +506,7 @@ class Builder {
   void AllowWithoutFlags(const char* name, unsigned arg, uint64_t flags) {
     Add(SCMP_ACT_ALLOW, name, {SCMP_CMP64(arg, SCMP_CMP_MASKED_EQ, flags, 0)});
     for (uint64_t b : SetBits(flags)) {
-      Add(SCMP_ACT_ERRNO(EPERM), name, {SCMP_CMP64(arg, SCMP_CMP_MASKED_EQ, b, b)});
+      Add(Refuse(name, EPERM), name, {SCMP_CMP64(arg, SCMP_CMP_MASKED_EQ, b, b)});
     }
   }
 
@@ -508,7 +519,7 @@ class Builder {
     Add(SCMP_ACT_ALLOW, name, {SCMP_CMP64(mode_arg, SCMP_CMP_MASKED_EQ, mode_bits, 0)});
     for (uint64_t f : SetBits(create_flags)) {
       for (uint64_t m : SetBits(mode_bits)) {
-        Add(SCMP_ACT_ERRNO(EPERM), name,
+        Add(Refuse(name, EPERM), name,
             {SCMP_CMP64(flags_arg, SCMP_CMP_MASKED_EQ, f, f),
              SCMP_CMP64(mode_arg, SCMP_CMP_MASKED_EQ, m, m)});
       }
@@ -519,6 +530,7 @@ class Builder {
 
  private:
   scmp_filter_ctx ctx_;
+  const std::vector<std::string>& killed_;
   absl::Status status_;
 };
 
@@ -541,25 +553,40 @@ constexpr const char* kFiltered[] = {
     "open",      "openat", "creat",   "chmod",     "fchmod",      "fchmodat",
     "fchmodat2", "mknod",  "mknodat", "prlimit64", "socketpair"};
 
-absl::StatusOr<std::string> Build(const std::vector<std::string>& widened, Listeners listeners);
+absl::StatusOr<std::string> Build(const std::vector<std::string>& widened, Listeners listeners,
+                                  const std::vector<std::string>& killed);
 }  // namespace
 
 absl::StatusOr<std::string> BuildSeccompFilter() {
   // The default profile does not depend on the spec: compile it once per process.
   static const absl::StatusOr<std::string>* filter =
-      new absl::StatusOr<std::string>(Build({}, Listeners::kRefused));
+      new absl::StatusOr<std::string>(Build({}, Listeners::kRefused, {}));
   return *filter;
 }
 
 absl::StatusOr<std::string> BuildSeccompFilter(const std::vector<std::string>& widened,
-                                               Listeners listeners) {
-  if (widened.empty() && listeners == Listeners::kRefused) return BuildSeccompFilter();
+                                               Listeners listeners,
+                                               const std::vector<std::string>& killed) {
+  if (widened.empty() && listeners == Listeners::kRefused && killed.empty()) {
+    return BuildSeccompFilter();
+  }
   for (const std::string& name : widened) {
     if (TreatmentOf(name) != supervisor::ProfileTreatment::kNotAllowed) {
       return Internal(fmt::format("seccomp profile: {} cannot be widened", name));
     }
   }
-  return Build(widened, listeners);
+  for (const std::string& name : killed) {
+    if (TreatmentOf(name) != supervisor::ProfileTreatment::kFiltered) {
+      return Internal(fmt::format("seccomp profile: {} is not refused by its arguments", name));
+    }
+  }
+  return Build(widened, listeners, killed);
+}
+
+const std::vector<std::string>& FilteredSyscalls() {
+  static const std::vector<std::string>* names =
+      new std::vector<std::string>(std::begin(kFiltered), std::end(kFiltered));
+  return *names;
 }
 
 supervisor::ProfileTreatment TreatmentOf(std::string_view name) {
@@ -578,7 +605,8 @@ supervisor::ProfileTreatment TreatmentOf(std::string_view name) {
 
 namespace {
 
-absl::StatusOr<std::string> Build(const std::vector<std::string>& widened, Listeners listeners) {
+absl::StatusOr<std::string> Build(const std::vector<std::string>& widened, Listeners listeners,
+                                  const std::vector<std::string>& killed) {
   Ctx ctx(seccomp_init(SCMP_ACT_KILL_PROCESS));
   if (!ctx) return Internal("seccomp_init failed");
   // Anything not for the native architecture (int 0x80 on x86-64, x32) is killed.
@@ -589,7 +617,7 @@ absl::StatusOr<std::string> Build(const std::vector<std::string>& widened, Liste
       seccomp_attr_set(ctx.get(), SCMP_FLTATR_CTL_OPTIMIZE, 2) != 0) {
     return Internal("seccomp_attr_set failed");
   }
-  Builder b(ctx.get());
+  Builder b(ctx.get(), killed);
   for (const char* name : kAllowed) b.Add(SCMP_ACT_ALLOW, name);
   for (const char* name : kDeniedEperm) b.Add(SCMP_ACT_ERRNO(EPERM), name);
   for (const char* name : kDeniedEnosys) b.Add(SCMP_ACT_ERRNO(ENOSYS), name);
@@ -610,7 +638,7 @@ absl::StatusOr<std::string> Build(const std::vector<std::string>& widened, Liste
   // prlimit64 on the caller only (pid 0, what getrlimit and setrlimit use): the kernel lets a
   // process set the limits of any other of the same uid, airlock-init's among them.
   b.Add(SCMP_ACT_ALLOW, "prlimit64", {SCMP_A0_32(SCMP_CMP_EQ, 0)});
-  b.Add(SCMP_ACT_ERRNO(EPERM), "prlimit64", {SCMP_A0_32(SCMP_CMP_NE, 0)});
+  b.Add(b.Refuse("prlimit64", EPERM), "prlimit64", {SCMP_A0_32(SCMP_CMP_NE, 0)});
   // No setuid or setgid file from a sandbox: a writable host mount shows the file to the host
   // with its owner there (root, for a root-owned workspace under an idmapped mount), and the
   // sandbox's nosuid mount does not travel with it.
@@ -650,30 +678,31 @@ absl::StatusOr<std::string> Build(const std::vector<std::string>& widened, Liste
       for (uint32_t protocol : protocols) {
         b.Add(SCMP_ACT_ALLOW, "socket", {is_family, is_type, SCMP_A2_32(SCMP_CMP_EQ, protocol)});
       }
-      b.AddOutside(SCMP_ACT_ERRNO(EPROTONOSUPPORT), "socket", {is_family, is_type}, 2, protocols);
+      b.AddOutside(b.Refuse("socket", EPROTONOSUPPORT), "socket", {is_family, is_type}, 2,
+                   protocols);
     }
-    b.Add(SCMP_ACT_ERRNO(EPERM), "socket",
+    b.Add(b.Refuse("socket", EPERM), "socket",
           {is_family, SCMP_A1_32(SCMP_CMP_MASKED_EQ, kTypeMask, SOCK_RAW)});
     // The other types: 0, 4 to 7, 8 to 15.
     for (auto [mask, value] : {std::pair<uint32_t, uint32_t>{kTypeMask, 0}, {0xc, 4}, {0x8, 8}}) {
-      b.Add(SCMP_ACT_ERRNO(EPROTONOSUPPORT), "socket",
+      b.Add(b.Refuse("socket", EPROTONOSUPPORT), "socket",
             {is_family, SCMP_A1_32(SCMP_CMP_MASKED_EQ, mask, value)});
     }
   }
   b.Add(SCMP_ACT_ALLOW, "socket",
         {SCMP_A0_32(SCMP_CMP_EQ, AF_NETLINK), SCMP_A2_32(SCMP_CMP_EQ, 0 /*NETLINK_ROUTE*/)});
-  b.Add(SCMP_ACT_ERRNO(EPERM), "socket",
+  b.Add(b.Refuse("socket", EPERM), "socket",
         {SCMP_A0_32(SCMP_CMP_EQ, AF_NETLINK), SCMP_A2_32(SCMP_CMP_NE, 0)});
   for (uint32_t family = 0; family < 64; ++family) {
     if (family == AF_UNIX || family == AF_INET || family == AF_INET6 || family == AF_NETLINK) {
       continue;
     }
-    b.Add(SCMP_ACT_ERRNO(EAFNOSUPPORT), "socket", {SCMP_A0_32(SCMP_CMP_EQ, family)});
+    b.Add(b.Refuse("socket", EAFNOSUPPORT), "socket", {SCMP_A0_32(SCMP_CMP_EQ, family)});
   }
   // socketpair reaches a family's socket code (and module autoloading) before it fails, and
   // AF_TIPC makes working pairs: unix pairs only.
   b.Add(SCMP_ACT_ALLOW, "socketpair", {SCMP_A0_32(SCMP_CMP_EQ, AF_UNIX)});
-  b.Add(SCMP_ACT_ERRNO(EAFNOSUPPORT), "socketpair", {SCMP_A0_32(SCMP_CMP_NE, AF_UNIX)});
+  b.Add(b.Refuse("socketpair", EAFNOSUPPORT), "socketpair", {SCMP_A0_32(SCMP_CMP_NE, AF_UNIX)});
   RETURN_IF_ERROR(b.status());
 
   UniqueFd mem(memfd_create("airlock-seccomp", MFD_CLOEXEC));

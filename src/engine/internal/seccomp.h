@@ -28,9 +28,14 @@ std::string_view DefaultSeccompFilter();
 enum class Listeners { kRefused, kAllowed };
 
 // The same profile, also allowing `widened` (names it does not otherwise allow, for a syscall
-// policy that decides those calls itself: supervisor/policy.h). Built at each call.
+// policy that decides those calls itself: supervisor/policy.h), and killing where it refuses a
+// call of `killed` by its arguments (names of FilteredSyscalls()). Built at each call.
 absl::StatusOr<std::string> BuildSeccompFilter(const std::vector<std::string>& widened,
-                                               Listeners listeners = Listeners::kRefused);
+                                               Listeners listeners = Listeners::kRefused,
+                                               const std::vector<std::string>& killed = {});
+
+// Names of the system calls the profile allows or refuses by their arguments (kFiltered).
+const std::vector<std::string>& FilteredSyscalls();
 
 // How the profile treats a system call, by name (for checking a syscall policy against it;
 // kFiltered: ioctl, clone, unshare, seccomp, personality, socket, and the calls that create or
