@@ -23,7 +23,8 @@ void AddSpecFlags(CLI::App* app, SpecFlags* f) {
   app->add_option("--network", f->network, "Network profile (none)");
   app->add_option("--rootfs", f->rootfs, "Directory to use as the root file system");
   app->add_option("--workspace", f->workspace,
-                  "Host directory mounted read-write at /sandbox/workspace");
+                  "Host directory mounted at /sandbox/workspace (read-write; read-only under "
+                  "risk class R0 or filesystem.workspaceMode ro)");
   app->add_option("--mount", f->mounts,
                   "Bind mount SRC:DST[:ro|rw] (read-only by default); repeatable")
       ->allow_extra_args(false);
@@ -161,6 +162,12 @@ absl::Status ApplyFlags(const SpecFlags& f, nlohmann::json& doc) {
       return InvalidArgument(fmt::format(
           "--risk {}: lower than the spec's riskClass {}; a risk class can only be raised", f.risk,
           own.get<std::string>()));
+    }
+    // What R0 derives and no later class does: a read-only workspace. Raising the class keeps it.
+    if (own.is_string() && own.get<std::string>() == "R0" && f.risk != "R0") {
+      nlohmann::json& fs = doc["filesystem"];
+      if (fs.is_null()) fs = nlohmann::json::object();
+      if (fs.is_object() && !fs.contains("workspaceMode")) fs["workspaceMode"] = "ro";
     }
     doc["riskClass"] = f.risk;
   }

@@ -24,7 +24,8 @@
 //
 // Other rules tied to a risk class (checked by CheckRiskClass, hence by Validate):
 //   - secret leases need R5 when a risk class is set;
-//   - R0 (read-only): every filesystem.mounts entry is mode ro;
+//   - R0 (read-only): the workspace is read-only (filesystem.workspaceMode derives ro, and rw
+//     is refused) and every filesystem.mounts entry is mode ro;
 //   - R4, R5: cache.mode rw is refused (untrusted code could poison a cache later runs trust).
 //
 // Pure functions over constant data; thread-safe.

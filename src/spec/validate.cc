@@ -488,6 +488,12 @@ class Checker {
     }
     if (target == "/sandbox/workspace") {
       Add(path, "must not be /sandbox/workspace (it comes from filesystem.workspace)");
+    } else if (IsAtOrUnder(target, "/sandbox/workspace") &&
+               spec_.filesystem.workspace_mode == MountMode::kReadOnly) {
+      Add(path,
+          "must not be under /sandbox/workspace when the workspace is read-only "
+          "(filesystem.workspaceMode ro, which risk class R0 derives): no mount point can be "
+          "made in it");
     } else if (IsAtOrUnder(target, "/sandbox/artifacts")) {
       Add(path, "must not be on or under /sandbox/artifacts (only what the sandbox writes leaves)");
     } else if (IsAtOrUnder(target, "/sandbox/cache")) {

@@ -239,6 +239,18 @@ TEST(ValidateTest, Filesystem) {
        [](SandboxSpec& s) { s.filesystem.mounts = {MountAt("/sandbox/workspace")}; },
        {"filesystem.mounts[0].target: must not be /sandbox/workspace (it comes from "
         "filesystem.workspace)"}},
+      {"mount under a read-only workspace",
+       [](SandboxSpec& s) {
+         s.filesystem.workspace_mode = MountMode::kReadOnly;
+         s.filesystem.mounts = {MountAt("/sandbox/workspace/vendor")};
+         s.filesystem.tmpfs = {{.target = "/sandbox/workspace/build"}};
+       },
+       {"filesystem.mounts[0].target: must not be under /sandbox/workspace when the workspace is "
+        "read-only (filesystem.workspaceMode ro, which risk class R0 derives): no mount point can "
+        "be made in it",
+        "filesystem.tmpfs[0].target: must not be under /sandbox/workspace when the workspace is "
+        "read-only (filesystem.workspaceMode ro, which risk class R0 derives): no mount point can "
+        "be made in it"}},
       {"mount target artifacts",
        [](SandboxSpec& s) { s.filesystem.mounts = {MountAt("/sandbox/artifacts/x")}; },
        {"filesystem.mounts[0].target: must not be on or under /sandbox/artifacts (only what the "

@@ -307,6 +307,12 @@ TEST_F(CliTest, RiskClassR0GetsAReadOnlyWorkspace) {
       Run("--risk R0 --workspace " + ws + " -- sh -c 'cat a.txt; touch b.txt || echo refused'"));
   EXPECT_EQ(o.out.rfind("data\nrefused\n", 0), 0u) << o.out << o.err;
   EXPECT_FALSE(std::filesystem::exists(ws + "/b.txt"));
+  // A spec file of class R0 raised by --risk keeps what R0 derived: the read-only workspace.
+  ASSERT_TRUE(WriteFileAtomic(logs_ + "/r0.yaml", "riskClass: R0\n").ok());
+  o = Airlock(Run("--spec " + logs_ + "/r0.yaml --risk R1 --workspace " + ws +
+                  " -- sh -c 'touch b.txt || echo refused'"));
+  EXPECT_EQ(o.out.rfind("refused\n", 0), 0u) << o.out << o.err;
+  EXPECT_FALSE(std::filesystem::exists(ws + "/b.txt"));
 }
 
 TEST_F(CliTest, ALevelOtherThanOneOrTwoIsAUsageError) {

@@ -383,6 +383,7 @@ absl::Status AddSandboxLayout(Builder& b) {
                                  : AddWritableHostBind(b, fs.workspace, "/sandbox/workspace"));
   } else {
     b.Tmpfs("/sandbox/workspace", fs.workspace_size_mb * kMiB, 262144, 0755, true, false);
+    // (Validation keeps mounts from under a read-only workspace: none needs a mount point here.)
     if (workspace_ro) b.Add(Kind::kReadOnly, "/sandbox/workspace").attr = kReadOnly;
   }
   b.Tmpfs("/sandbox/artifacts", spec.artifacts.max_size_mb * kMiB, 65536, 0755, true, false);
