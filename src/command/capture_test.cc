@@ -46,30 +46,22 @@ TEST(FinishOutputTest, RedactsEachStreamOnItsOwnAndAFailedWritesEnd) {
   ASSERT_TRUE(RemoveTree(dir).ok());
 }
 
-// What the supervisor decoded (argv, paths, addresses), the violations' data, and the lines the
-// network verdict adds come from the sandbox as its output does: a registered secret and a
-// detected token in any of them are redacted, and a decoded string cut at its bound ("...")
-// loses the start of a secret it ends with.
+// The violations' data (a refused host name, mixed case and lowercased as the proxy reports it,
+// or cut by the proxy with "..."), the lines the network verdict adds and the error come from the
+// sandbox as its output does: a registered secret and a detected token in any of them are
+// redacted. A denied call's violation is left as the supervisor redacted it.
 TEST(FinishOutputTest, RedactsTheResultsStructuredFields) {
   const std::string secret = "Hunter2SecretValue99";
   const std::string token = "ghp_abcdefghijklmnopqrstuvwxyz0123456789";
   absl::StatusOr<Redactor> redactor = Redactor::Create({secret});
   ASSERT_TRUE(redactor.ok()) << redactor.status();
   CommandResult r;
-  r.violations.push_back(
-      {"network",
-       "blocked " + secret + ".example.com",
-       {{"host", "hunter2secretvalue99.example.com"}, {"nested", {{"list", {token, 7}}}}}});
-  r.syscalls.supervisor = "notify";
-  r.syscalls.execs.push_back({"/bin/echo", {"echo", secret, token}});
-  r.syscalls.files.push_back({"/tmp/" + secret, "r", 1});
-  r.syscalls.files.push_back({"/tmp/x/" + secret.substr(0, 9) + "...", "r", 1});
-  r.syscalls.endpoints.push_back({"unix:@" + secret, "connect", 1});
-  SyscallEvent denied;
-  denied.syscall = "mkdir";
-  denied.path = "/tmp/" + secret;
-  denied.detail = "mode=" + token;
-  r.syscalls.denied_calls.push_back(denied);
+  r.violations.push_back({"BlockedNetworkEgress",
+                          "blocked " + secret + ".example.com",
+                          {{"host", "hunter2secretvalue99.example.com"},
+                           {"cut", "x.example.com." + secret.substr(0, 9) + "..."},
+                           {"nested", {{"list", {token, 7}}}}}});
+  r.violations.push_back({kSyscallViolation, "mkdir denied", {{"path", "/tmp/abcdefghijk..."}}});
   r.failure_detail = secret + ".example.com:443";
   r.key_lines = {"network required: " + secret + ".example.com:443 was refused"};
   r.error = "open /tmp/" + secret + ": No such file";
@@ -80,23 +72,39 @@ TEST(FinishOutputTest, RedactsTheResultsStructuredFields) {
   EXPECT_EQ(json.find("hunter2secretvalue99"), std::string::npos) << json;
   EXPECT_EQ(json.find(secret.substr(0, 9)), std::string::npos) << json;
   EXPECT_EQ(json.find("abcdefghijklmnop"), std::string::npos) << json;
-  EXPECT_EQ(r.syscalls.files[0].path, "/tmp/[REDACTED:secret]");
-  // (Path characters count as a token's: the run at the cut, its whole path here, goes.)
-  EXPECT_EQ(r.syscalls.files[1].path, "[REDACTED:secret]...");
-  EXPECT_EQ(r.syscalls.execs[0].argv[0], "echo");
+  EXPECT_EQ(r.violations[0].data["host"], "[REDACTED:secret].example.com");
   EXPECT_EQ(r.violations[0].data["nested"]["list"][1], 7);
+  EXPECT_EQ(r.violations[1].data["path"], "/tmp/abcdefghijk...");
+  EXPECT_EQ(r.failure_detail, "[REDACTED:secret].example.com:443");
   EXPECT_EQ(r.error, "open /tmp/[REDACTED:secret]: No such file");
+}
 
-  // A streaming consumer's events go through the same redaction.
-  struct Keep : SyscallEventSink {
-    std::vector<SyscallEvent> events;
-    void OnSyscallEvent(const SyscallEvent& e) override { events.push_back(e); }
-  } kept;
-  RedactingSyscallEventSink sink(*redactor, &kept);
-  sink.OnSyscallEvent(denied);
-  ASSERT_EQ(kept.events.size(), 1u);
-  EXPECT_EQ(kept.events[0].path, "/tmp/[REDACTED:secret]");
-  EXPECT_EQ(kept.events[0].detail.find("abcdefghijklmnop"), std::string::npos);
+// What the supervisor decodes is redacted before the report keeps it (and cuts it to its
+// bounds) or a streaming consumer sees it: a secret in an argument, a path, an address; a string
+// the decoder cut ("...") loses the start of a secret it ends with; a long path is not taken for
+// a secret by its length alone once redacted and then cut to the report's bound.
+TEST(SyscallReportTest, DecodedStringsAreRedactedBeforeTheyAreCut) {
+  const std::string secret = "Hunter2SecretValue99";
+  absl::StatusOr<Redactor> redactor = Redactor::Create({secret});
+  ASSERT_TRUE(redactor.ok()) << redactor.status();
+  SyscallEvent exec = {.kind = SyscallEventKind::kExec,
+                       .syscall = "execve",
+                       .path = "/bin/echo",
+                       .argv = {"echo", secret, "x:" + secret.substr(0, 9) + "..."}};
+  RedactSyscallEvent(*redactor, &exec);
+  EXPECT_EQ(exec.argv,
+            (std::vector<std::string>{"echo", "[REDACTED:secret]", "x:[REDACTED:secret]..."}));
+  SyscallEvent open = {.kind = SyscallEventKind::kFileOpened,
+                       .syscall = "openat",
+                       .path = "/srv/" + std::string(600, 'a') + "/" + secret,
+                       .mode = "r"};
+  RedactSyscallEvent(*redactor, &open);
+  SyscallReportBuilder b("notify");
+  b.Add(open);
+  SyscallReport report = b.Build({});
+  ASSERT_EQ(report.files.size(), 1u);
+  EXPECT_EQ(report.files[0].path,
+            "/srv/" + std::string(SyscallReport::kMaxPathBytes - 5, 'a') + "...");
 }
 
 TEST(CaptureTest, KeepsUpToTheCapAndCountsEverything) {

@@ -82,6 +82,8 @@ struct Violation {
 // The kind of the violation of a command the command policy refused before it ran
 // (src/cmdpolicy); its report says the command did not run.
 inline constexpr char kCommandPolicyViolation[] = "command_policy";
+// The kind of the violation of a call the syscall policy denied (its data is the denied call).
+inline constexpr char kSyscallViolation[] = "syscall";
 
 struct CommandResult {
   CommandId command_id;

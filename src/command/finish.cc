@@ -136,27 +136,13 @@ absl::Status FinishOutput(const CommandSpec& command, const Redactor& redactor,
 
 namespace {
 
-// Strings the supervisor decoded end in "..." where they were cut at their bound (a violation's
-// data holds such strings too).
-std::string RedactDecoded(const Redactor& redactor, const std::string& text) {
-  constexpr std::string_view kCut = "...";
-  if (!text.ends_with(kCut)) return redactor.Redact(text);
-  return redactor.RedactCut(std::string_view(text).substr(0, text.size() - kCut.size()), false,
-                            true) +
-         std::string(kCut);
-}
-
-void RedactDecodedInPlace(const Redactor& redactor, std::string& text) {
-  if (!text.empty()) text = RedactDecoded(redactor, text);
-}
-
 void RedactInPlace(const Redactor& redactor, std::string& text) {
   if (!text.empty()) text = redactor.Redact(text);
 }
 
 void RedactJsonStrings(const Redactor& redactor, nlohmann::json& j) {
   if (j.is_string()) {
-    j = RedactDecoded(redactor, j.get<std::string>());
+    j = RedactMarkedText(redactor, j.get<std::string>());
   } else if (j.is_structured()) {
     for (nlohmann::json& child : j) RedactJsonStrings(redactor, child);
   }
@@ -164,37 +150,17 @@ void RedactJsonStrings(const Redactor& redactor, nlohmann::json& j) {
 
 }  // namespace
 
-void RedactSyscallEvent(const Redactor& redactor, SyscallEvent* e) {
-  RedactDecodedInPlace(redactor, e->path);
-  for (std::string& arg : e->argv) RedactDecodedInPlace(redactor, arg);
-  RedactDecodedInPlace(redactor, e->address);
-  RedactDecodedInPlace(redactor, e->detail);
-}
-
 void RedactResultFields(const Redactor& redactor, CommandResult* r) {
   for (Violation& v : r->violations) {
+    // A denied call's data comes from the syscall report, which the supervisor redacted as it
+    // decoded each call (SupervisorOptions::redactor).
+    if (v.kind == kSyscallViolation) continue;
     RedactInPlace(redactor, v.detail);
     RedactJsonStrings(redactor, v.data);
   }
-  SyscallReport& s = r->syscalls;
-  for (SyscallEvent& e : s.denied_calls) RedactSyscallEvent(redactor, &e);
-  for (FileAccess& f : s.files) RedactDecodedInPlace(redactor, f.path);
-  for (ExecRecord& x : s.execs) {
-    RedactDecodedInPlace(redactor, x.path);
-    for (std::string& arg : x.argv) RedactDecodedInPlace(redactor, arg);
-  }
-  for (Endpoint& p : s.endpoints) RedactDecodedInPlace(redactor, p.address);
-  RedactInPlace(redactor, s.error);
   RedactInPlace(redactor, r->failure_detail);
   for (std::string& line : r->key_lines) RedactInPlace(redactor, line);
   RedactInPlace(redactor, r->error);
-}
-
-void RedactingSyscallEventSink::OnSyscallEvent(const SyscallEvent& event) {
-  if (next_ == nullptr) return;
-  SyscallEvent redacted = event;
-  RedactSyscallEvent(redactor_, &redacted);
-  next_->OnSyscallEvent(redacted);
 }
 
 }  // namespace airlock

@@ -11,7 +11,6 @@
 #include "absl/status/statusor.h"
 #include "command/capture.h"
 #include "command/command.h"
-#include "command/syscalls.h"
 #include "redact/redactor.h"
 
 namespace airlock {
@@ -29,27 +28,12 @@ absl::Status FinishOutput(const CommandSpec& command, const Redactor& redactor,
                           const OutputCapture& capture, const std::string& raw_path,
                           const std::string& log_path, CommandResult* r);
 
-// Redacts the fields of `r` that carry text from the sandbox other than its output: the
-// violations (detail, and every string in data), the syscall report (paths, argv, addresses,
-// details), failure_detail, key_lines and error. A decoded string cut at its bound (ending in
-// "...") is redacted as cut there. Call it before the report is rendered (FinishOutput renders
-// it), so that no line the report shortens to its width keeps part of a secret.
+// Redacts the fields of `r` that carry text from the sandbox other than its output and the
+// syscall report (which the supervisor redacts as it decodes): the violations (detail, and every
+// string in data; a string ending in "..." as cut there), failure_detail, key_lines and error.
+// Call it before the report is rendered (FinishOutput renders it), so that no line the report
+// shortens to its width keeps part of a secret.
 void RedactResultFields(const Redactor& redactor, CommandResult* r);
-
-// The same for one syscall event (a streaming consumer's).
-void RedactSyscallEvent(const Redactor& redactor, SyscallEvent* e);
-
-// Passes each event on to `next`, redacted.
-class RedactingSyscallEventSink : public SyscallEventSink {
- public:
-  RedactingSyscallEventSink(const Redactor& redactor, SyscallEventSink* next)
-      : redactor_(redactor), next_(next) {}
-  void OnSyscallEvent(const SyscallEvent& event) override;
-
- private:
-  Redactor redactor_;
-  SyscallEventSink* next_;
-};
 
 }  // namespace airlock
 

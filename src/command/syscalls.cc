@@ -129,16 +129,20 @@ absl::StatusOr<SyscallReport> SyscallReportFromJson(const nlohmann::json& j) {
 
 namespace {
 
-// `text` cut to `max` bytes, marked as cut with "..." as the decoder marks its own cuts (the
-// redactor then treats its end as a cut).
+// `text` cut to at most `max` bytes, not inside a UTF-8 character, and marked as cut with "..."
+// as the decoder marks its own cuts.
 void Shorten(std::string& text, size_t max) {
-  if (text.size() > max) text.replace(max, std::string::npos, "...");
+  if (text.size() <= max) return;
+  size_t end = max;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xc0) == 0x80) --end;
+  text.replace(end, std::string::npos, "...");
 }
 
-// About what `text` takes in the JSON result: a control character is escaped as \u00XX.
+// At most what `text` takes in the JSON result: a control character is escaped as \u00XX (six
+// bytes), a byte that is not valid UTF-8 replaced by U+FFFD (three).
 size_t JsonSize(std::string_view text) {
   size_t n = text.size() + 3;
-  for (unsigned char c : text) n += c < 0x20 || c == '"' || c == '\\' ? 5 : 0;
+  for (unsigned char c : text) n += c < 0x20 || c == '"' || c == '\\' ? 5 : c >= 0x80 ? 2 : 0;
   return n;
 }
 
@@ -150,6 +154,20 @@ size_t JsonSize(const SyscallEvent& e) {
 }
 
 }  // namespace
+
+std::string RedactMarkedText(const Redactor& redactor, std::string_view text) {
+  constexpr std::string_view kCut = "...";
+  if (!text.ends_with(kCut)) return redactor.Redact(text);
+  return redactor.RedactCut(text.substr(0, text.size() - kCut.size()), false, true) +
+         std::string(kCut);
+}
+
+void RedactSyscallEvent(const Redactor& redactor, SyscallEvent* e) {
+  for (std::string* field : {&e->path, &e->address, &e->detail}) {
+    if (!field->empty()) *field = RedactMarkedText(redactor, *field);
+  }
+  for (std::string& arg : e->argv) arg = RedactMarkedText(redactor, arg);
+}
 
 void SyscallReportBuilder::Add(const SyscallEvent& event) {
   SyscallEvent e = event;

@@ -27,6 +27,7 @@
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
+#include "redact/redactor.h"
 
 namespace airlock {
 
@@ -107,6 +108,14 @@ struct SyscallReport {
 
   friend bool operator==(const SyscallReport&, const SyscallReport&) = default;
 };
+
+// `text` redacted; one ending in "..." (how the supervisor's decoder and the egress proxy mark a
+// string they cut at its bound) is redacted as cut there, so that no part of a secret cut in two
+// survives (Redactor::RedactCut).
+std::string RedactMarkedText(const Redactor& redactor, std::string_view text);
+
+// Every decoded string of `e` (path, argv, address, detail) redacted with RedactMarkedText.
+void RedactSyscallEvent(const Redactor& redactor, SyscallEvent* e);
 
 nlohmann::json ToJson(const SyscallEvent& e);
 nlohmann::json ToJson(const SyscallReport& r);

@@ -55,37 +55,47 @@ TEST(SyscallReportTest, MergesRepeatsAndBoundsEveryList) {
 // fits. Expected: paths and arguments are cut (ending in "..."), the lists together stay under
 // kMaxBytes of JSON, and what was left out is counted.
 TEST(SyscallReportTest, StaysSmallWhateverTheCommandDoes) {
-  SyscallReportBuilder b("notify");
-  const std::string junk(4000, '\x01');
-  for (int i = 0; i < 200; ++i) {
-    b.Add(File(fmt::format("/{}{}", i, junk), "r"));
-    b.Add({.kind = SyscallEventKind::kExec,
-           .syscall = "execve",
-           .path = fmt::format("/bin/{}{}", i, junk),
-           .argv = std::vector<std::string>(8, junk)});
-    b.Add({.kind = SyscallEventKind::kDenied,
-           .syscall = "openat",
-           .action = "errno(EACCES)",
-           .path = junk,
-           .detail = junk});
-    b.Add({.kind = SyscallEventKind::kConnect,
-           .syscall = "connect",
-           .address = fmt::format("unix:@{}{}", i, junk)});
+  for (char filler : {'\x01', '\xff'}) {
+    SyscallReportBuilder b("notify");
+    const std::string junk(4000, filler);
+    for (int i = 0; i < 200; ++i) {
+      b.Add(File(fmt::format("/{}{}", i, junk), "r"));
+      b.Add({.kind = SyscallEventKind::kExec,
+             .syscall = "execve",
+             .path = fmt::format("/bin/{}{}", i, junk),
+             .argv = std::vector<std::string>(8, junk)});
+      b.Add({.kind = SyscallEventKind::kDenied,
+             .syscall = "openat",
+             .action = "errno(EACCES)",
+             .path = junk,
+             .detail = junk});
+      b.Add({.kind = SyscallEventKind::kConnect,
+             .syscall = "connect",
+             .address = fmt::format("unix:@{}{}", i, junk)});
+    }
+    SyscallReport r = b.Build({});
+    CommandResult result;
+    result.syscalls = r;
+    const std::string json =
+        ToJson(result).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    EXPECT_LT(json.size(), SyscallReport::kMaxBytes + 16 * 1024) << json.size();
+    ASSERT_FALSE(r.files.empty());
+    EXPECT_EQ(r.files[0].path.size(), SyscallReport::kMaxPathBytes + 3);
+    EXPECT_TRUE(r.files[0].path.ends_with("..."));
+    ASSERT_FALSE(r.execs.empty());
+    EXPECT_EQ(r.execs[0].argv[0].size(), SyscallReport::kMaxArgBytes + 3);
+    EXPECT_EQ(r.denied, 200);
+    const size_t kept =
+        r.files.size() + r.execs.size() + r.denied_calls.size() + r.endpoints.size();
+    EXPECT_EQ(static_cast<size_t>(r.dropped) + kept, 800u);
+    EXPECT_GT(r.dropped, 0);
   }
+  // A cut never splits a UTF-8 character.
+  SyscallReportBuilder b("notify");
+  b.Add(File("/" + std::string(SyscallReport::kMaxPathBytes, 'a').substr(1) + "é", "r"));
   SyscallReport r = b.Build({});
-  CommandResult result;
-  result.syscalls = r;
-  const std::string json = ToJson(result).dump();
-  EXPECT_LT(json.size(), SyscallReport::kMaxBytes + 16 * 1024) << json.size();
-  ASSERT_FALSE(r.files.empty());
-  EXPECT_EQ(r.files[0].path.size(), SyscallReport::kMaxPathBytes + 3);
-  EXPECT_TRUE(r.files[0].path.ends_with("..."));
-  ASSERT_FALSE(r.execs.empty());
-  EXPECT_EQ(r.execs[0].argv[0].size(), SyscallReport::kMaxArgBytes + 3);
-  EXPECT_EQ(r.denied, 200);
-  const size_t kept = r.files.size() + r.execs.size() + r.denied_calls.size() + r.endpoints.size();
-  EXPECT_EQ(static_cast<size_t>(r.dropped) + kept, 800u);
-  EXPECT_GT(r.dropped, 0);
+  ASSERT_EQ(r.files.size(), 1u);
+  EXPECT_EQ(r.files[0].path, "/" + std::string(SyscallReport::kMaxPathBytes - 1, 'a') + "...");
 }
 
 TEST(SyscallReportTest, CountsKeepOnlyTheMostFrequent) {

@@ -829,9 +829,8 @@ struct RunningCommand::State {
   // outlive this state with keep_background); cg_mu orders those kills with ours.
   std::shared_ptr<Cgroup> cg;
   std::shared_ptr<std::mutex> cg_mu = std::make_shared<std::mutex>();
-  // The supervisor's event sinks: the caller's behind its redaction, and the recorder of routed
-  // connects (declared before `sup`, which calls them until it goes).
-  std::unique_ptr<SyscallEventSink> redacting_events;
+  // The supervisor's event sink when it records routed connects (declared before `sup`, which
+  // calls it until it goes).
   std::unique_ptr<SyscallEventSink> routed_connects;
   std::unique_ptr<supervisor::Supervisor> sup;
   UniqueFd out_r, err_r, in_w;
@@ -976,11 +975,6 @@ absl::StatusOr<std::unique_ptr<RunningCommand>> NativeSandbox::Start(const Comma
   if (records_blocked_) StartProxyClientRun(st->proxy_client);
   auto end_run_on_failure = [this, &st] { EndProxyClientRun(st->proxy_client); };
   SyscallEventSink* events = options.syscall_events;
-  if (events != nullptr) {
-    // A streaming consumer sees decoded paths and argv: redacted as the result's.
-    st->redacting_events = std::make_unique<RedactingSyscallEventSink>(*st->redactor, events);
-    events = st->redacting_events.get();
-  }
   if (records_blocked_ && syscall_policy_->mode() != spec::SupervisorMode::kNone) {
     st->routed_connects = std::make_unique<RoutedConnects>(
         [this, client = st->proxy_client](const supervisor::DirectAttempt& attempt) {
@@ -996,7 +990,7 @@ absl::StatusOr<std::unique_ptr<RunningCommand>> NativeSandbox::Start(const Comma
         std::lock_guard lock(*mu);
         (void)cg->Kill();
       },
-      events);
+      events, *st->redactor);
   if (!sup.ok()) {
     end_run_on_failure();
     (void)::unlink(st->raw_path.c_str());
@@ -1246,7 +1240,8 @@ absl::StatusOr<CommandResult> RunningCommand::Wait() {
     if (network_required) result.classification = Classification::kNetworkRequired;
   }
   st.raw.Reset();
-  // Paths, argv, host names and addresses came from the sandbox too.
+  // Host names and the other fields that came from the sandbox (the supervisor redacted its
+  // report as it decoded).
   RedactResultFields(*st.redactor, &result);
   RETURN_IF_ERROR(FinishOutput(st.command, *st.redactor, capture, st.raw_path,
                                fmt::format("{}/{}.log", sb.log_dir_, result.command_id.value()),
@@ -1271,12 +1266,14 @@ absl::StatusOr<CommandResult> NativeSandbox::Exec(const CommandSpec& command,
 }
 
 absl::StatusOr<std::unique_ptr<supervisor::Supervisor>> NativeSandbox::StartSupervisor(
-    std::function<void()> kill, SyscallEventSink* events) {
+    std::function<void()> kill, SyscallEventSink* events, const Redactor& redactor) {
   if (syscall_policy_->mode() == spec::SupervisorMode::kNone) {
     return std::unique_ptr<supervisor::Supervisor>();
   }
-  return supervisor::Supervisor::Start(
-      {.policy = syscall_policy_, .kill_command = std::move(kill), .events = events});
+  return supervisor::Supervisor::Start({.policy = syscall_policy_,
+                                        .kill_command = std::move(kill),
+                                        .events = events,
+                                        .redactor = redactor});
 }
 
 void NativeSandbox::FinishSupervisor(std::unique_ptr<supervisor::Supervisor> sup, bool wait,
@@ -1288,7 +1285,7 @@ void NativeSandbox::FinishSupervisor(std::unique_ptr<supervisor::Supervisor> sup
   for (size_t i = 0; i < result.syscalls.denied_calls.size() && i < kMaxSyscallViolations; ++i) {
     const SyscallEvent& e = result.syscalls.denied_calls[i];
     result.violations.push_back(
-        {"syscall",
+        {kSyscallViolation,
          fmt::format("{} denied by {} ({})", e.syscall, supervisor::RuleName(e.rule), e.action),
          ToJson(e)});
   }

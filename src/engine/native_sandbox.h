@@ -311,9 +311,10 @@ class NativeSandbox {
       const init::SpawnRequest& request, UniqueFd (&stdio)[3], Cgroup& cgroup, Cgroup::Entry entry,
       std::shared_ptr<ExitSlot> exit_slot = nullptr,
       const std::function<absl::Status(int pidfd, pid_t host_pid)>& before_start = nullptr);
-  // The command's syscall supervisor, when the spec asks for one; `kill` kills the command.
+  // The command's syscall supervisor, when the spec asks for one; `kill` kills the command, and
+  // `redactor` redacts what it decodes.
   absl::StatusOr<std::unique_ptr<supervisor::Supervisor>> StartSupervisor(
-      std::function<void()> kill, SyscallEventSink* events);
+      std::function<void()> kill, SyscallEventSink* events, const Redactor& redactor);
   // Its report into `result` (classification and violations included); a supervisor whose
   // processes outlive the command (keep_background) is kept until the sandbox goes.
   void FinishSupervisor(std::unique_ptr<supervisor::Supervisor> sup, bool wait,

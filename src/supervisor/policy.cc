@@ -4,6 +4,7 @@
 #include <linux/audit.h>
 #include <linux/sched.h>
 #include <seccomp.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 
 #include <algorithm>
@@ -114,7 +115,7 @@ const std::vector<SameEffect>& SameEffects() {
       {{"getdents", "getdents64"}, {}, ""},
       {{"read", "readv", "pread64", "preadv", "preadv2"}, {}, ""},
       {{"read", "readv", "pread64", "preadv", "preadv2"},
-       {"recvfrom", "recvmsg", "recvmmsg", "sendfile", "splice", "copy_file_range"},
+       {"recvfrom", "recvmsg", "recvmmsg", "sendfile", "splice", "vmsplice", "copy_file_range"},
        "they read from a descriptor too (a socket, or a file into another descriptor)"},
       {{"write", "writev", "pwrite64", "pwritev", "pwritev2"}, {}, ""},
       {{"write", "writev", "pwrite64", "pwritev", "pwritev2"},
@@ -124,6 +125,9 @@ const std::vector<SameEffect>& SameEffects() {
       {{"sendto", "sendmsg", "sendmmsg"}, {}, ""},
       {{"recvfrom", "recvmsg", "recvmmsg"}, {}, ""},
       {{"mprotect", "pkey_mprotect"}, {}, "pkey_mprotect with key -1 is mprotect"},
+      {{"mprotect", "pkey_mprotect"},
+       {"mmap"},
+       "mmap maps memory with the protection in args[2], executable included"},
       {{"setrlimit", "prlimit64"}, {}, "prlimit64 with pid 0 sets the caller's limits"},
       {{"dup", "dup2", "dup3"}, {"fcntl"}, "fcntl's F_DUPFD and F_DUPFD_CLOEXEC duplicate too"},
       {{"close", "close_range"}, {}, ""},
@@ -235,6 +239,9 @@ std::vector<spec::SyscallRule> RulesRestricting(const std::string& name,
         // Only a sendto with an address reaches a peer connect did not: send() on a connected
         // socket stays allowed.
         rules.push_back(AddressedSendto(action));
+      } else if (other == "mmap") {
+        // Only executable mappings: every program maps memory.
+        rules.push_back({{"mmap"}, {{2, "masked_eq", PROT_EXEC, PROT_EXEC}}, action});
       } else if (other == "fcntl") {
         // Only the duplicating commands: every program uses fcntl for its flags.
         for (int command : {F_DUPFD, F_DUPFD_CLOEXEC}) {

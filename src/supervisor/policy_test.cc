@@ -318,6 +318,12 @@ TEST(SyscallPolicyTest, CallsWithTheSameEffectMustBeRestrictedTogether) {
   ASSERT_FALSE(mprotect.ok());
   EXPECT_THAT(std::string(mprotect.status().message()),
               ::testing::HasSubstr("mprotect is restricted, but pkey_mprotect can do the same"));
+  // ... and an executable mapping made with mmap.
+  mprotect = compile(
+      {SyscallRule{{"mprotect", "pkey_mprotect"}, {{2, "masked_eq", 4, 4}}, "errno(EACCES)"}});
+  ASSERT_FALSE(mprotect.ok());
+  EXPECT_THAT(std::string(mprotect.status().message()),
+              ::testing::HasSubstr("but mmap can do the same"));
   auto write = compile({SyscallRule{
       {"write", "writev", "pwrite64", "pwritev", "pwritev2"}, {{0, "eq", 1, 0}}, "errno(EBADF)"}});
   ASSERT_FALSE(write.ok());
@@ -370,6 +376,11 @@ TEST(SyscallPolicyTest, DenyingACallDeniesEveryCallOfTheSameEffect) {
   std::vector<SyscallRule> after_connect = RulesRestricting("connect", "kill");
   ASSERT_EQ(after_connect.size(), 2u);
   EXPECT_EQ(after_connect[1].args.size(), 1u);
+  // After mprotect, only executable mmaps.
+  std::vector<SyscallRule> after_mprotect = RulesRestricting("mprotect", "kill");
+  ASSERT_EQ(after_mprotect.size(), 2u);
+  EXPECT_EQ(after_mprotect[1].names, std::vector<std::string>{"mmap"});
+  EXPECT_EQ(after_mprotect[1].args.size(), 1u);
   // After dup, only fcntl's F_DUPFD and F_DUPFD_CLOEXEC.
   std::vector<SyscallRule> after_dup = RulesRestricting("dup", "kill");
   ASSERT_EQ(after_dup.size(), 3u);

@@ -38,6 +38,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -55,6 +56,9 @@ struct SupervisorOptions {
   // destructor when processes are still supervised. Required.
   std::function<void()> kill_command;
   SyscallEventSink* events = nullptr;  // not owned; must outlive the supervisor
+  // Redacts every decoded string (paths, argv, addresses) before the report or `events` see it:
+  // the run's secrets and the detectors (command/finish.h). None: nothing is redacted.
+  std::optional<Redactor> redactor;
 };
 
 // The process to supervise, waiting to start.

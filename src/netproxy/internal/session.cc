@@ -46,6 +46,13 @@ constexpr uint64_t kNoBodyLimit = std::numeric_limits<uint64_t>::max();
 constexpr uint64_t kUntilEof = std::numeric_limits<uint64_t>::max();
 constexpr size_t kMaxEventHost = 255;
 
+// A host as an event names it: at most kMaxEventHost bytes, and "..." where it was cut, which is
+// how the result's redaction knows that a secret may have been cut there.
+std::string EventHost(std::string_view host) {
+  if (host.size() <= kMaxEventHost) return std::string(host);
+  return std::string(host.substr(0, kMaxEventHost)) + "...";
+}
+
 asio::ip::address ToAsio(const IpAddress& a) {
   if (a.is_v4()) return asio::ip::address_v4(a.v4());
   asio::ip::address_v6::bytes_type b;
@@ -155,7 +162,7 @@ UnservedRequest DescribeUnserved(std::string_view target,
       return out;
     }
   }
-  out.host = std::string(authority.substr(0, kMaxEventHost));
+  out.host = EventHost(authority);
   return out;
 }
 
@@ -437,7 +444,7 @@ void Session::Blocked(std::string_view host, std::string_view address, uint16_t 
                                 {"rule", rule}});
   if (!config_.options.on_event) return;
   config_.options.on_event(BlockedNetworkEgress{
-      sandbox_->id, std::string(host.substr(0, kMaxEventHost)), std::string(address), port,
+      sandbox_->id, EventHost(host), std::string(address), port,
       std::string(rule), method_, std::chrono::system_clock::now(), client_name_});
 }
 
@@ -509,7 +516,7 @@ bool Session::Authorized(const http::request<http::empty_body>& req) const {
 asio::awaitable<void> Session::HandleConnect(http::request_parser<http::empty_body>& parser) {
   method_ = "CONNECT";
   std::string_view target = View(parser.get().target());
-  host_ = std::string(target.substr(0, kMaxEventHost));
+  host_ = EventHost(target);
   absl::StatusOr<HostPort> hp = SplitHostPort(target);
   if (!hp.ok() || !hp->port) {
     Blocked(target, "", 0, kRuleInvalidHost);

@@ -82,7 +82,11 @@ SyscallReport Monitor::Report() const {
   return builder_.Build(std::move(counts));
 }
 
-void Monitor::Record(const SyscallEvent& event) {
+void Monitor::Record(const SyscallEvent& decoded) {
+  // Redacted once, before anything is cut to the report's bounds (a secret cut there would
+  // no longer be found).
+  SyscallEvent event = decoded;
+  if (options_.redactor) RedactSyscallEvent(*options_.redactor, &event);
   {
     std::lock_guard<std::mutex> lock(mu_);
     builder_.Add(event);

@@ -60,7 +60,7 @@ class Monitor : public Supervisor {
   const SyscallPolicy& policy() const { return *options_.policy; }
 
  private:
-  void Record(const SyscallEvent& event);
+  void Record(const SyscallEvent& decoded);
   void KillCommand(std::string why);
 
   SupervisorOptions options_;
