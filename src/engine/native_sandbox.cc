@@ -487,13 +487,13 @@ std::optional<supervisor::DirectAttempt> ParseInetEndpoint(std::string_view text
 // a process's filters may have, or outranks ptrace's traced calls), so the connects routed to
 // the supervisor stand in for it: every one when the policy routes connect and sendto. Each to a
 // non-local address is recorded as it is decoded, as the observer's attempts are, so the log's
-// flood limits and metadata budget apply to both alike; then the event goes on to the caller's
-// sink, if any.
+// flood limits and metadata budget apply to both alike. It observes the events before the
+// supervisor redacts them (SupervisorOptions::observer): the log keeps the address the program
+// gave, and the violations made from it are redacted with the rest of the result.
 class RoutedConnects : public SyscallEventSink {
  public:
-  RoutedConnects(std::function<void(const supervisor::DirectAttempt&)> record,
-                 SyscallEventSink* next)
-      : record_(std::move(record)), next_(next) {}
+  explicit RoutedConnects(std::function<void(const supervisor::DirectAttempt&)> record)
+      : record_(std::move(record)) {}
 
   void OnSyscallEvent(const SyscallEvent& e) override {
     if (e.kind == SyscallEventKind::kConnect && e.syscall != "bind") {
@@ -504,12 +504,10 @@ class RoutedConnects : public SyscallEventSink {
         record_(*attempt);
       }
     }
-    if (next_ != nullptr) next_->OnSyscallEvent(e);
   }
 
  private:
   std::function<void(const supervisor::DirectAttempt&)> record_;
-  SyscallEventSink* next_;
 };
 
 }  // namespace
@@ -829,7 +827,7 @@ struct RunningCommand::State {
   // outlive this state with keep_background); cg_mu orders those kills with ours.
   std::shared_ptr<Cgroup> cg;
   std::shared_ptr<std::mutex> cg_mu = std::make_shared<std::mutex>();
-  // The supervisor's event sink when it records routed connects (declared before `sup`, which
+  // The supervisor's observer when it records routed connects (declared before `sup`, which
   // calls it until it goes).
   std::unique_ptr<SyscallEventSink> routed_connects;
   std::unique_ptr<supervisor::Supervisor> sup;
@@ -974,23 +972,20 @@ absl::StatusOr<std::unique_ptr<RunningCommand>> NativeSandbox::Start(const Comma
   st->egress_dropped = records_blocked_ ? options_.egress.blocked->Dropped(id_) : 0;
   if (records_blocked_) StartProxyClientRun(st->proxy_client);
   auto end_run_on_failure = [this, &st] { EndProxyClientRun(st->proxy_client); };
-  SyscallEventSink* events = options.syscall_events;
   if (records_blocked_ && syscall_policy_->mode() != spec::SupervisorMode::kNone) {
     st->routed_connects = std::make_unique<RoutedConnects>(
         [this, client = st->proxy_client](const supervisor::DirectAttempt& attempt) {
           netproxy::BlockedNetworkEgress event = DirectAttemptEvent(attempt);
           event.client = client;
           options_.egress.blocked->Record(std::move(event));
-        },
-        events);
-    events = st->routed_connects.get();
+        });
   }
   absl::StatusOr<std::unique_ptr<supervisor::Supervisor>> sup = StartSupervisor(
       [cg = st->cg, mu = st->cg_mu] {
         std::lock_guard lock(*mu);
         (void)cg->Kill();
       },
-      events, *st->redactor);
+      options.syscall_events, st->routed_connects.get(), *st->redactor);
   if (!sup.ok()) {
     end_run_on_failure();
     (void)::unlink(st->raw_path.c_str());
@@ -1266,14 +1261,16 @@ absl::StatusOr<CommandResult> NativeSandbox::Exec(const CommandSpec& command,
 }
 
 absl::StatusOr<std::unique_ptr<supervisor::Supervisor>> NativeSandbox::StartSupervisor(
-    std::function<void()> kill, SyscallEventSink* events, const Redactor& redactor) {
+    std::function<void()> kill, SyscallEventSink* events, SyscallEventSink* observer,
+    const Redactor& redactor) {
   if (syscall_policy_->mode() == spec::SupervisorMode::kNone) {
     return std::unique_ptr<supervisor::Supervisor>();
   }
   return supervisor::Supervisor::Start({.policy = syscall_policy_,
                                         .kill_command = std::move(kill),
                                         .events = events,
-                                        .redactor = redactor});
+                                        .redactor = redactor,
+                                        .observer = observer});
 }
 
 void NativeSandbox::FinishSupervisor(std::unique_ptr<supervisor::Supervisor> sup, bool wait,

@@ -311,10 +311,11 @@ class NativeSandbox {
       const init::SpawnRequest& request, UniqueFd (&stdio)[3], Cgroup& cgroup, Cgroup::Entry entry,
       std::shared_ptr<ExitSlot> exit_slot = nullptr,
       const std::function<absl::Status(int pidfd, pid_t host_pid)>& before_start = nullptr);
-  // The command's syscall supervisor, when the spec asks for one; `kill` kills the command, and
-  // `redactor` redacts what it decodes.
+  // The command's syscall supervisor, when the spec asks for one; `kill` kills the command,
+  // `redactor` redacts what it decodes before `events` see it, `observer` sees it before.
   absl::StatusOr<std::unique_ptr<supervisor::Supervisor>> StartSupervisor(
-      std::function<void()> kill, SyscallEventSink* events, const Redactor& redactor);
+      std::function<void()> kill, SyscallEventSink* events, SyscallEventSink* observer,
+      const Redactor& redactor);
   // Its report into `result` (classification and violations included); a supervisor whose
   // processes outlive the command (keep_background) is kept until the sandbox goes.
   void FinishSupervisor(std::unique_ptr<supervisor::Supervisor> sup, bool wait,

@@ -423,6 +423,10 @@ Verdict SyscallPolicy::Evaluate(const seccomp_data& call, bool handshake) const 
 bool SyscallPolicy::KillsEveryCall(std::string_view name) const {
   const int nr = SyscallNumber(name);
   if (nr < 0) return false;
+  // (Evaluate's own checks before the rules, a program's own filter and CLONE_UNTRACED under
+  // ptrace, answer some calls EPERM where the rules would kill; the profile's kill of the
+  // arguments it refuses, a listener or namespace flags, is then the stricter answer, as the
+  // rules ask.)
   for (const Rule& rule : rules_) {
     if (std::find(rule.numbers.begin(), rule.numbers.end(), nr) == rule.numbers.end() &&
         std::find(rule.kernel_numbers.begin(), rule.kernel_numbers.end(), nr) ==

@@ -59,6 +59,10 @@ struct SupervisorOptions {
   // Redacts every decoded string (paths, argv, addresses) before the report or `events` see it:
   // the run's secrets and the detectors (command/finish.h). None: nothing is redacted.
   std::optional<Redactor> redactor;
+  // Sees each event as decoded, before redaction, for the host's own bookkeeping (the engine's
+  // log of blocked connects, which needs the address as the program gave it); nothing it keeps
+  // may leave unredacted. Not owned; called like `events`, until StopEvents.
+  SyscallEventSink* observer = nullptr;
 };
 
 // The process to supervise, waiting to start.

@@ -275,6 +275,8 @@ TEST_F(CliTest, FlagsCannotBreakOrLoosenTheSpecFile) {
            {"process: 5\n", "--supervisor notify", "process: expected object, got integer"},
            {"riskClass: R2\n", "--risk R0",
             "--risk R0: lower than the spec's riskClass R2; a risk class can only be raised"},
+           {"riskClass: r0\n", "--risk R1",
+            "riskClass: \"r0\" is not one of: R0, R1, R2, R3, R4, R5"},
            {"process:\n  supervisor: notify\n  syscallDefaultAction: kill\n", "--trace-all",
             "--trace-all: the spec's syscallDefaultAction is kill"},
            // A traced call runs: one the spec's default refuses, or one the engine's profile

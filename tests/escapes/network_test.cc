@@ -617,6 +617,14 @@ TEST_F(NetworkTest, UnderASupervisorTheRoutedConnectsAreListedToo) {
     EXPECT_EQ(r.violations[0].data["rule"], "direct-connect");
     EXPECT_EQ(r.violations[0].data["host"], TestNetwork::kHostA);
     EXPECT_EQ(r.violations[0].data["method"], "connect");
+    // The supervisor redacts what it decodes; the attempt is still recorded (from the address as
+    // the program gave it), and its violation redacted with the rest of the result.
+    auto secret = sb->Exec({.argv = {"/opt/probe", "connect-tcp", TestNetwork::kHostA, "80"}},
+                           {.secrets = {TestNetwork::kHostA}});
+    ASSERT_TRUE(secret.ok()) << secret.status();
+    ASSERT_EQ(secret->violations.size(), 1u);
+    EXPECT_EQ(secret->violations[0].data["rule"], "direct-connect");
+    EXPECT_EQ(secret->violations[0].data["host"], "[REDACTED:secret]");
     EXPECT_TRUE(Exec(*sb, {"/opt/probe", "connect-tcp", "127.0.0.1", "9"}).violations.empty());
     r = Exec(*sb, {"sh", "-c",
                    "python3 -c \"\n"

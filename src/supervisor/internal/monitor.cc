@@ -83,6 +83,10 @@ SyscallReport Monitor::Report() const {
 }
 
 void Monitor::Record(const SyscallEvent& decoded) {
+  {
+    std::lock_guard<std::mutex> lock(events_mu_);
+    if (options_.observer != nullptr) options_.observer->OnSyscallEvent(decoded);
+  }
   // Redacted once, before anything is cut to the report's bounds (a secret cut there would
   // no longer be found).
   SyscallEvent event = decoded;
@@ -98,6 +102,7 @@ void Monitor::Record(const SyscallEvent& decoded) {
 void Monitor::StopEvents() {
   std::lock_guard<std::mutex> lock(events_mu_);
   options_.events = nullptr;
+  options_.observer = nullptr;
 }
 
 void Monitor::KillCommand(std::string why) {
