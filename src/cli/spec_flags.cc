@@ -159,8 +159,8 @@ absl::Status ApplyFlags(const SpecFlags& f, nlohmann::json& doc) {
     const nlohmann::json& own = doc.contains("riskClass") ? doc["riskClass"] : nlohmann::json();
     // A malformed class in the file would be replaced unseen (and what it meant to derive lost).
     if (!own.is_null() && !(own.is_string() && is_class(own.get<std::string>()))) {
-      return InvalidArgument(fmt::format("riskClass: {} is not one of: R0, R1, R2, R3, R4, R5",
-                                         own.dump()));
+      return InvalidArgument(
+          fmt::format("riskClass: {} is not one of: R0, R1, R2, R3, R4, R5", own.dump()));
     }
     if (own.is_string() && is_class(own.get<std::string>()) && is_class(f.risk) &&
         f.risk < own.get<std::string>()) {

@@ -443,9 +443,9 @@ void Session::Blocked(std::string_view host, std::string_view address, uint16_t 
                                 {"port", static_cast<int>(port)},
                                 {"rule", rule}});
   if (!config_.options.on_event) return;
-  config_.options.on_event(BlockedNetworkEgress{
-      sandbox_->id, EventHost(host), std::string(address), port,
-      std::string(rule), method_, std::chrono::system_clock::now(), client_name_});
+  config_.options.on_event(BlockedNetworkEgress{sandbox_->id, EventHost(host), std::string(address),
+                                                port, std::string(rule), method_,
+                                                std::chrono::system_clock::now(), client_name_});
 }
 
 asio::awaitable<void> Session::Respond(int status, std::string_view reason, std::string_view text,
