@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 
 #include "common/files.h"
 #include "common/status.h"
@@ -18,14 +20,23 @@ namespace {
 
 // Pidfds of every process in the sandbox's cgroup. A pidfd names one process for good, so
 // checking them after destroy cannot be fooled by pid (or namespace inode) reuse.
-std::vector<int> PidfdsOf(Cgroup& cgroup) {
+// Pidfds of the processes in `cgroup`; why none were found, in *why.
+std::vector<int> PidfdsOf(Cgroup& cgroup, std::string* why) {
   std::vector<int> fds;
   auto pids = cgroup.Processes();
-  if (!pids.ok()) return fds;
+  if (!pids.ok()) {
+    *why = pids.status().ToString();
+    return fds;
+  }
   for (pid_t pid : *pids) {
     int fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-    if (fd >= 0) fds.push_back(fd);
+    if (fd >= 0) {
+      fds.push_back(fd);
+    } else {
+      *why += fmt::format("pidfd_open({}): {}; ", pid, std::strerror(errno));
+    }
   }
+  if (pids->empty()) *why = "its cgroup lists no process";
   return fds;
 }
 
@@ -114,8 +125,9 @@ std::unique_ptr<NativeSandbox> SandboxTest::Create(const spec::SandboxSpec& s,
 
 void SandboxTest::DestroyAndCheckGone(std::unique_ptr<NativeSandbox> sandbox) {
   ASSERT_NE(sandbox, nullptr);
-  std::vector<int> pidfds = PidfdsOf(sandbox->cgroup());
-  EXPECT_FALSE(pidfds.empty()) << "airlock-init is not in the sandbox's cgroup";
+  std::string why;
+  std::vector<int> pidfds = PidfdsOf(sandbox->cgroup(), &why);
+  EXPECT_FALSE(pidfds.empty()) << "airlock-init is not in the sandbox's cgroup: " << why;
   std::string id = sandbox->id().value();
   std::string run_dir = sandbox->run_dir();
   ASSERT_TRUE(sandbox->Destroy().ok());
