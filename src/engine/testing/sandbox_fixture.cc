@@ -1,10 +1,10 @@
 #include "engine/testing/sandbox_fixture.h"
 
-#include <poll.h>
-#include <sys/syscall.h>
 #include <grp.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
