@@ -126,6 +126,42 @@ TEST_P(CgroupContractTest, AddProcessListAndKill) {
   EXPECT_TRUE(cg_->Processes()->empty());
 }
 
+// A command's cgroup is removed on a helper thread while the sandbox's is listed (a kill, a check
+// that it is empty). A child cgroup in the middle of its rmdir still has its directory while its
+// files already answer ENODEV; that is an empty cgroup, never a failed listing. Expected: every
+// listing succeeds and finds the process in the parent.
+TEST_P(CgroupContractTest, ListingWhileChildCgroupsComeAndGo) {
+  Child child("exec sleep 1000");
+  ASSERT_TRUE(cg_->AddProcess(child.pid()).ok());
+  child.Release();
+  std::atomic<bool> stop = false;
+  std::atomic<int> churned = 0;
+  std::thread churn([&] {
+    for (int i = 0; !stop; ++i) {
+      auto sub = cg_->CreateChild(fmt::format("cmd-{}", i));
+      if (!sub.ok()) continue;
+      (void)(*sub)->Destroy();
+      ++churned;
+    }
+  });
+  int failures = 0;
+  std::string first_failure;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto pids = cg_->Processes();
+    if (!pids.ok() || std::find(pids->begin(), pids->end(), child.pid()) == pids->end()) {
+      if (failures++ == 0)
+        first_failure = pids.ok() ? "process not listed" : pids.status().ToString();
+    }
+  }
+  stop = true;
+  churn.join();
+  EXPECT_GT(churned, 10);
+  EXPECT_EQ(failures, 0) << first_failure;
+  ASSERT_TRUE(cg_->Kill().ok());
+  child.Wait();
+}
+
 // Attack: a process listed in the cgroup exits and its pid is reused by a host process before
 // the kill reaches it (the pid-based kill of v1, and of v2 before cgroup.kill). Expected: the
 // kill checks membership through a pidfd, so a process outside the cgroup (here one that never

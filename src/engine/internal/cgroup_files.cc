@@ -90,12 +90,24 @@ absl::StatusOr<std::vector<std::string>> ListSubdirs(const std::string& dir) {
 
 absl::StatusOr<std::vector<pid_t>> ReadProcsRecursive(const std::string& dir) {
   std::vector<pid_t> pids;
-  absl::StatusOr<std::string> procs = ReadFile(dir + "/cgroup.procs", 16 << 20);
-  if (!procs.ok()) {
-    if (procs.status().code() == absl::StatusCode::kNotFound) return pids;
-    return procs.status();
+  // A cgroup removed while we read has no processes: its files are gone (ENOENT) or, while its
+  // rmdir runs and the directory is still there, answer ENODEV. (rmdir succeeds only on an empty
+  // cgroup.)
+  const std::string path = dir + "/cgroup.procs";
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  std::string procs;
+  int err = fd ? 0 : errno;
+  while (err == 0) {
+    char buf[4096];
+    ssize_t n = ::read(fd.get(), buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) err = errno;
+    if (n <= 0) break;
+    procs.append(buf, static_cast<size_t>(n));
   }
-  std::string_view rest(*procs);
+  if (err == ENOENT || err == ENODEV) return pids;
+  if (err != 0) return ErrnoStatus(err, fmt::format("read {}", path));
+  std::string_view rest(procs);
   while (!rest.empty()) {
     size_t nl = rest.find('\n');
     std::string_view line = rest.substr(0, nl);
@@ -110,8 +122,7 @@ absl::StatusOr<std::vector<pid_t>> ReadProcsRecursive(const std::string& dir) {
   for (const std::string& child : *children) {
     absl::StatusOr<std::vector<pid_t>> sub = ReadProcsRecursive(dir + "/" + child);
     if (!sub.ok()) {
-      // A finished command's cgroup is removed while we read (a removed cgroup's files answer
-      // ENODEV): it holds no process any more.
+      // A finished command's cgroup is removed while we read: it holds no process any more.
       if (::access((dir + "/" + child).c_str(), F_OK) != 0) continue;
       return sub.status();
     }
