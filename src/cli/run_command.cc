@@ -173,7 +173,9 @@ class InterruptWatch {
       const int sig = static_cast<int>(info.ssi_signo);
       int expected = 0;
       if (!signal_.compare_exchange_strong(expected, sig)) {
-        // The second: this thread takes it with its default action, which ends the process.
+        // The second: this thread takes it with its default action, which ends the process,
+        // once no kill of the first has a tree frozen (left so, its tasks could not be killed).
+        engine::StopCgroupFreezesForExit();
         sigset_t one;
         sigemptyset(&one);
         sigaddset(&one, sig);

@@ -9,6 +9,7 @@
 
 #include "common/files.h"
 #include "common/status.h"
+#include "engine/internal/cgroup_files.h"
 #include "engine/internal/cgroup_impl.h"
 #include "fmt/format.h"
 
@@ -101,6 +102,11 @@ absl::StatusOr<pid_t> PidFromPidfd(int pidfd) {
   long pid = std::strtol(info.c_str() + pos + 5, nullptr, 10);
   if (pid <= 0) return NotFound("the process of the pidfd has exited");
   return static_cast<pid_t>(pid);
+}
+
+void StopCgroupFreezesForExit() {
+  // Taken and never given back: the process ends right after.
+  internal::KillFreezeLock().lock();
 }
 
 }  // namespace airlock::engine

@@ -142,6 +142,13 @@ class CgroupDriver {
 // for a process created in another pid namespace. -1 (with NotFound) once the process is gone.
 absl::StatusOr<pid_t> PidFromPidfd(int pidfd);
 
+// For a process about to end on purpose before its sandboxes are destroyed (a second Ctrl-C of
+// `airlock run`): waits until every kill under way that froze a cgroup has thawed it, and keeps
+// any later kill from freezing one (it then waits forever). A tree left frozen keeps its tasks
+// stopped and unkillable, so the death of airlock-init would not end them. Call it once; the
+// process must end right after.
+void StopCgroupFreezesForExit();
+
 }  // namespace airlock::engine
 
 #endif  // AIRLOCK_ENGINE_CGROUP_H_

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <shared_mutex>
 #include <thread>
 
 #include "common/ids.h"
@@ -460,6 +461,30 @@ INSTANTIATE_TEST_SUITE_P(Drivers, CgroupContractTest,
                          [](const auto& param_info) {
                            return param_info.param == CgroupOptions::Version::kV1 ? "V1" : "V2";
                          });
+
+// A v1 kill freezes the tree, kills it and thaws it; a frozen task does not die of SIGKILL until
+// thawed. A process that ends on purpose in that window (airlock run's second Ctrl-C) would leave
+// its sandbox's tasks frozen and unkillable: StopCgroupFreezesForExit waits for the thaw first.
+// (In a child process: the wait never gives the lock back.)
+TEST(CgroupExitTest, StopCgroupFreezesWaitsForAKillToThaw) {
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::atomic<bool> frozen = false, thawed = false;
+    std::thread kill([&] {
+      std::shared_lock freezing(internal::KillFreezeLock());  // as Kill holds it
+      frozen = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      thawed = true;
+    });
+    while (!frozen) std::this_thread::yield();
+    StopCgroupFreezesForExit();
+    _exit(thawed ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "it returned before the thaw";
+}
 
 TEST(PidfdTest, PidFromPidfd) {
   pid_t child = fork();

@@ -146,6 +146,7 @@ class CgroupV1 : public Cgroup {
     // in every case (a cgroup left FREEZING keeps its tasks stopped, unkillable), then repeat
     // the kills until the tree is empty. Without a freezer hierarchy, only the repetition.
     absl::StatusOr<std::string> freezer = Dir("freezer");
+    std::shared_lock freezing(KillFreezeLock());
     bool frozen = freezer.ok() && WriteCgroupFile(*freezer + "/freezer.state", "FROZEN").ok();
     if (frozen) {
       (void)WaitFor(
@@ -162,6 +163,7 @@ class CgroupV1 : public Cgroup {
     };
     absl::StatusOr<bool> empty = kill_all();
     if (frozen) RETURN_IF_ERROR(Thaw());
+    freezing.unlock();
     if (!empty.ok()) return Annotate(empty.status(), fmt::format("kill cgroup {}", name_));
     absl::Status failed;
     bool done = WaitFor(

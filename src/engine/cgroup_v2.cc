@@ -117,6 +117,7 @@ class CgroupV2 : public Cgroup {
     } else {
       // Kernels before 5.14: freeze so nothing forks while we kill, then thaw to let the
       // SIGKILLs be delivered.
+      std::shared_lock freezing(KillFreezeLock());
       RETURN_IF_ERROR(Freeze());
       ASSIGN_OR_RETURN(std::vector<pid_t> pids, Processes());
       absl::Status killed;

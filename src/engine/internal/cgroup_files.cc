@@ -88,6 +88,11 @@ absl::StatusOr<std::vector<std::string>> ListSubdirs(const std::string& dir) {
   return out;
 }
 
+std::shared_mutex& KillFreezeLock() {
+  static std::shared_mutex* lock = new std::shared_mutex();
+  return *lock;
+}
+
 absl::StatusOr<std::vector<pid_t>> ReadProcsRecursive(const std::string& dir) {
   std::vector<pid_t> pids;
   // A cgroup removed while we read has no processes: its files are gone (ENOENT) or, while its

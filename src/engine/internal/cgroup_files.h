@@ -7,6 +7,7 @@
 #include <chrono>
 #include <functional>
 #include <optional>
+#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,6 +32,10 @@ std::optional<int64_t> ReadKeyedValue(const std::string& path, std::string_view 
 
 // Pids listed in a cgroup.procs file of `dir` and of every directory below it.
 absl::StatusOr<std::vector<pid_t>> ReadProcsRecursive(const std::string& dir);
+
+// Held shared by a kill from the moment it freezes a cgroup until it thaws it, and exclusively
+// by StopCgroupFreezesForExit.
+std::shared_mutex& KillFreezeLock();
 
 // SIGKILL to `pid` if it is a member of cgroup `name` (a path below a hierarchy's root, as
 // /proc/PID/cgroup shows it) or of a cgroup below it, never to another process: a pid read from
